@@ -1,0 +1,138 @@
+"""Login and consent. The consent view is DOT's AuthorizationView with the tenant choice added."""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import urlsplit
+
+from django.conf import settings
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import render
+from oauth2_provider.exceptions import OAuthToolkitError
+from oauth2_provider.views import AuthorizationView
+from oauthlib.oauth2.rfc6749.errors import AccessDeniedError, CustomOAuth2Error, InvalidRequestError
+
+from accounts.forms import ConsentForm
+from accounts.models import Membership, User
+from accounts.scopes import scope_definitions, scopes_for_role, scopes_granted
+from accounts.selectors import membership_list_for_user
+from oauth.validators import PKCE_S256_REQUIRED, TENANT_ATTRIBUTE
+
+NO_TENANT_MESSAGE = "Your account is not a member of any tenant, so no application can be connected to it."
+TENANT_NOT_AVAILABLE = "That tenant is not one of yours. Go back to the application and start again."
+ROLE_GRANTS_NOTHING = "Your role in this tenant grants none of the permissions the application asked for."
+RESOURCE_NOT_SERVED = "This server issues tokens only for its MCP endpoint"
+
+
+def _is_mcp_resource(uri: str) -> bool:
+    return uri.rstrip("/") == settings.MCP_RESOURCE_URL
+
+
+class ConsentView(AuthorizationView):
+    template_name = "accounts/consent.html"
+    form_class = ConsentForm
+
+    def dispatch(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        self.chosen_membership: Membership | None = None
+        return super().dispatch(request, *args, **kwargs)
+
+    def get_form_kwargs(self) -> dict[str, Any]:
+        kwargs = super().get_form_kwargs()
+        kwargs["user"] = self.request.user
+        return kwargs
+
+    def get(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        assert isinstance(request.user, User)
+        if not membership_list_for_user(user=request.user).exists():
+            return render(request, "accounts/no_tenant.html", {"message": NO_TENANT_MESSAGE}, status=403)
+        return super().get(request, *args, **kwargs)
+
+    def validate_authorization_request(self, request: HttpRequest) -> tuple[list[str], dict[str, Any]]:
+        scopes, credentials = super().validate_authorization_request(request)
+        redirect_uri = credentials.get("redirect_uri")
+        state = credentials.get("state")
+        # oauthlib treats a challenge without a method as "plain"; only S256 is accepted.
+        if credentials.get("code_challenge_method") != "S256":
+            raise OAuthToolkitError(
+                error=InvalidRequestError(description=PKCE_S256_REQUIRED, state=state),
+                redirect_uri=redirect_uri,
+            )
+        for resource in request.GET.getlist("resource"):
+            if not _is_mcp_resource(resource):
+                raise OAuthToolkitError(
+                    error=CustomOAuth2Error(
+                        error="invalid_target",
+                        description=f"{RESOURCE_NOT_SERVED}, {settings.MCP_RESOURCE_URL}.",
+                        state=state,
+                    ),
+                    redirect_uri=redirect_uri,
+                )
+        return scopes, credentials
+
+    def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
+        context = super().get_context_data(**kwargs)
+        assert isinstance(self.request.user, User)
+        definitions = scope_definitions()
+        requested = [str(scope) for scope in context.get("scopes", [])]
+        memberships = list(membership_list_for_user(user=self.request.user))
+        context["memberships"] = [
+            {
+                "membership": membership,
+                "granted": [definitions[s] for s in scopes_granted(requested=requested, role=membership.role)],
+                "withheld": [
+                    definitions[s]
+                    for s in requested
+                    if s in definitions and s not in scopes_for_role(role=membership.role)
+                ],
+            }
+            for membership in memberships
+        ]
+        context["requested_scopes"] = [definitions[s] for s in requested if s in definitions]
+        redirect_uri = context.get("redirect_uri") or ""
+        context["redirect_host"] = urlsplit(redirect_uri).netloc
+        return context
+
+    def form_invalid(self, form: ConsentForm) -> HttpResponse:
+        return render(self.request, "accounts/consent_error.html", {"message": TENANT_NOT_AVAILABLE}, status=400)
+
+    def form_valid(self, form: ConsentForm) -> HttpResponse:
+        tenant = form.cleaned_data["tenant"]
+        self.chosen_membership = Membership.objects.get(user=self.request.user, tenant=tenant)
+        return super().form_valid(form)
+
+    def create_authorization_response(
+        self, request: HttpRequest, scopes: str, credentials: dict[str, Any], allow: bool
+    ) -> tuple[str, dict[str, str], str, int]:
+        if allow:
+            membership = self.chosen_membership
+            state = credentials.get("state")
+            if membership is None:
+                # Only the consent form chooses a tenant; auto-approval paths have none.
+                raise OAuthToolkitError(
+                    error=AccessDeniedError(description="Consent is required.", state=state),
+                    redirect_uri=credentials.get("redirect_uri"),
+                )
+            if credentials.get("code_challenge_method") != "S256":
+                raise OAuthToolkitError(
+                    error=InvalidRequestError(description=PKCE_S256_REQUIRED, state=state),
+                    redirect_uri=credentials.get("redirect_uri"),
+                )
+            granted = scopes_granted(requested=scopes.split(), role=membership.role)
+            if not granted:
+                raise OAuthToolkitError(
+                    error=AccessDeniedError(description=ROLE_GRANTS_NOTHING, state=state),
+                    redirect_uri=credentials.get("redirect_uri"),
+                )
+            scopes = " ".join(granted)
+            credentials[TENANT_ATTRIBUTE] = membership.tenant_id
+            # Gatehouse serves one protected resource; a client that did not name it still gets
+            # a token bound to it, so every token is audience-restricted.
+            credentials.setdefault("resource", [settings.MCP_RESOURCE_URL])
+            if any(not _is_mcp_resource(r) for r in credentials["resource"]):
+                raise OAuthToolkitError(
+                    error=CustomOAuth2Error(error="invalid_target", description=RESOURCE_NOT_SERVED, state=state),
+                    redirect_uri=credentials.get("redirect_uri"),
+                )
+        return super().create_authorization_response(
+            request=request, scopes=scopes, credentials=credentials, allow=allow
+        )

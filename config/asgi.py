@@ -1,0 +1,26 @@
+"""ASGI entry point for Daphne: Channels routes /mcp to the MCP endpoint, everything else to Django."""
+
+from __future__ import annotations
+
+import os
+
+from django.core.asgi import get_asgi_application
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+django_asgi_app = get_asgi_application()
+
+from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
+from django.urls import re_path  # noqa: E402
+
+from mcp_gateway.endpoint import mcp_app_build  # noqa: E402
+
+application = ProtocolTypeRouter(
+    {
+        "http": URLRouter(
+            [
+                re_path(r"^mcp/?$", mcp_app_build()),
+                re_path(r"", django_asgi_app),
+            ]
+        ),
+    }
+)

@@ -1,0 +1,87 @@
+"""Strict readers for settings that come from the environment.
+
+Each helper fails loudly with ImproperlyConfigured on a value it cannot parse, so a typo in a
+deployment never silently falls back to a default. Secrets may be given as ``NAME_FILE`` (a path
+whose contents are the value), the convention of Docker and Kubernetes secrets.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from django.core.exceptions import ImproperlyConfigured
+
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off"}
+
+
+def _raw(name: str) -> str | None:
+    value = os.environ.get(name)
+    file_name = os.environ.get(f"{name}_FILE")
+    if value is not None and file_name is not None:
+        raise ImproperlyConfigured(f"Set {name} or {name}_FILE, not both.")
+    if file_name is not None:
+        try:
+            return Path(file_name).read_text(encoding="utf-8").strip()
+        except OSError as exc:
+            raise ImproperlyConfigured(f"{name}_FILE={file_name!r} cannot be read: {exc}") from exc
+    return value
+
+
+def env_str(name: str, *, default: str | None = None) -> str:
+    value = _raw(name)
+    if value is None or value == "":
+        if default is None:
+            raise ImproperlyConfigured(f"The environment variable {name} is required.")
+        return default
+    return value
+
+
+def env_optional(name: str) -> str | None:
+    value = _raw(name)
+    return value or None
+
+
+def env_bool(name: str, *, default: bool) -> bool:
+    value = _raw(name)
+    if value is None or value == "":
+        return default
+    lowered = value.strip().lower()
+    if lowered in _TRUE:
+        return True
+    if lowered in _FALSE:
+        return False
+    raise ImproperlyConfigured(f"{name}={value!r} is not a boolean; use true or false.")
+
+
+def env_int(name: str, *, default: int, minimum: int | None = None) -> int:
+    value = _raw(name)
+    if value is None or value == "":
+        return default
+    try:
+        number = int(value)
+    except ValueError as exc:
+        raise ImproperlyConfigured(f"{name}={value!r} is not an integer.") from exc
+    if minimum is not None and number < minimum:
+        raise ImproperlyConfigured(f"{name}={number} is below the minimum of {minimum}.")
+    return number
+
+
+def env_list(name: str, *, default: list[str]) -> list[str]:
+    value = _raw(name)
+    if value is None or value.strip() == "":
+        return list(default)
+    return [item.strip() for item in value.split(",") if item.strip()]
+
+
+def env_origin(name: str, *, default: str) -> str:
+    """An absolute http(s) origin such as ``https://mcp.example.com`` (no path, query or fragment)."""
+    value = env_str(name, default=default).rstrip("/")
+    parts = urlsplit(value)
+    if parts.scheme not in {"http", "https"} or not parts.hostname:
+        raise ImproperlyConfigured(f"{name}={value!r} must be an absolute http(s) URL.")
+    if parts.path or parts.query or parts.fragment or parts.username or parts.password:
+        raise ImproperlyConfigured(f"{name}={value!r} must be an origin only (scheme, host and port).")
+    return value

@@ -1,0 +1,172 @@
+"""Gatehouse settings. Everything deployment-specific is read from the environment (config.env)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
+
+from config.env import env_bool, env_int, env_list, env_optional, env_origin, env_str
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+LOCAL_DIR = BASE_DIR / ".local"
+
+DEBUG = env_bool("DEBUG", default=False)
+
+_secret = env_optional("SECRET_KEY")
+if _secret is None:
+    if not DEBUG:
+        raise ImproperlyConfigured("SECRET_KEY (or SECRET_KEY_FILE) is required unless DEBUG=true.")
+    _secret = "insecure-debug-only-key-never-used-in-production"  # noqa: S105
+SECRET_KEY = _secret
+
+# The one canonical public origin. It is the OAuth issuer and the base of the MCP resource
+# identifier, so a TLS-terminating proxy or a load balancer in front of several processes
+# changes nothing: nothing is derived from the Host header of a request.
+PORT = env_int("PORT", default=8000, minimum=1)
+PUBLIC_URL = env_origin("PUBLIC_URL", default=f"http://127.0.0.1:{PORT}")
+MCP_PATH = "/mcp"
+MCP_RESOURCE_URL = f"{PUBLIC_URL}{MCP_PATH}"
+_public = urlsplit(PUBLIC_URL)
+_public_host = _public.hostname or ""
+_public_netloc = _public.netloc
+
+ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", default=[_public_host, "127.0.0.1", "localhost"])
+if _public_host not in ALLOWED_HOSTS:
+    ALLOWED_HOSTS.append(_public_host)
+CSRF_TRUSTED_ORIGINS = [PUBLIC_URL]
+
+INSTALLED_APPS = [
+    "daphne",
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "oauth2_provider",
+    "accounts",
+    "oauth",
+    "mcp_gateway",
+    "conversations",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "config.urls"
+ASGI_APPLICATION = "config.asgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+# Without DATABASE_URL the product runs on an embedded SQLite file, so `make run` needs no
+# database server; the test suite always runs on PostgreSQL.
+_database_url = env_optional("DATABASE_URL")
+if _database_url is None:
+    LOCAL_DIR.mkdir(exist_ok=True)
+    DATABASES = {"default": dj_database_url.parse(f"sqlite:///{LOCAL_DIR / 'gatehouse.sqlite3'}")}
+else:
+    DATABASES = {"default": dj_database_url.parse(_database_url, conn_max_age=0, conn_health_checks=True)}
+
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+AUTH_USER_MODEL = "accounts.User"
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "/admin/"
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATIC_ROOT = LOCAL_DIR / "staticfiles"
+
+_https = _public.scheme == "https"
+SESSION_COOKIE_SECURE = _https
+CSRF_COOKIE_SECURE = _https
+SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https") if _https else None
+
+# Swapped DOT token models: each grant and token carries the tenant it was issued for.
+OAUTH2_PROVIDER_APPLICATION_MODEL = "oauth2_provider.Application"
+OAUTH2_PROVIDER_ID_TOKEN_MODEL = "oauth2_provider.IDToken"
+OAUTH2_PROVIDER_GRANT_MODEL = "oauth.Grant"
+OAUTH2_PROVIDER_ACCESS_TOKEN_MODEL = "oauth.AccessToken"
+OAUTH2_PROVIDER_REFRESH_TOKEN_MODEL = "oauth.RefreshToken"
+
+OAUTH2_PROVIDER = {
+    "OAUTH2_VALIDATOR_CLASS": "oauth.validators.TenantOAuth2Validator",
+    "SCOPES_BACKEND_CLASS": "accounts.scopes.RoleScopesBackend",
+    # Endpoints and the issuer are built from PUBLIC_URL, never from the request's Host.
+    "OIDC_ISS_ENDPOINT": PUBLIC_URL,
+    "PKCE_REQUIRED": True,
+    "COMPLIANT_BCP_RFC9700_PKCE_METHOD": True,
+    "COMPLIANT_BCP_RFC9700_PKCE_REQUIRED": True,
+    "COMPLIANT_BCP_RFC9700_IMPLICIT_GRANT": True,
+    "COMPLIANT_BCP_RFC9700_PASSWORD_GRANT": True,
+    "COMPLIANT_BCP_RFC9700_AUTHZ_RESPONSE_ISS": True,
+    "COMPLIANT_BCP_RFC9700_REFRESH_TOKEN": True,
+    "AUTHORIZATION_CODE_EXPIRE_SECONDS": env_int("OAUTH_CODE_SECONDS", default=600, minimum=1),
+    "ACCESS_TOKEN_EXPIRE_SECONDS": env_int("OAUTH_ACCESS_TOKEN_SECONDS", default=900, minimum=1),
+    "REFRESH_TOKEN_EXPIRE_SECONDS": env_int("OAUTH_REFRESH_TOKEN_SECONDS", default=30 * 24 * 3600, minimum=60),
+    "ROTATE_REFRESH_TOKEN": True,
+    "REFRESH_TOKEN_REUSE_PROTECTION": True,
+    "REQUEST_APPROVAL_PROMPT": "force",
+    "ALLOW_LOCALHOST_LOOPBACK": True,
+    "ALLOWED_REDIRECT_URI_SCHEMES": ["https", "http"],
+    "OAUTH2_RESPONSE_TYPES_SUPPORTED": ["code"],
+    "OAUTH2_GRANT_TYPES_SUPPORTED": ["authorization_code", "refresh_token"],
+    "OAUTH2_TOKEN_ENDPOINT_AUTH_METHODS_SUPPORTED": ["none", "client_secret_post", "client_secret_basic"],
+    # MCP clients such as Claude register anonymously (RFC 7591) or present a client ID
+    # metadata document; both are open, and consent is what protects the user.
+    "DCR_ENABLED": True,
+    "DCR_REGISTRATION_PERMISSION_CLASSES": ("oauth2_provider.dcr.AllowAllDCRPermission",),
+    "CIMD_ENABLED": True,
+    "OAUTH2_PROTECTED_RESOURCE_IDENTIFIER": MCP_RESOURCE_URL,
+    "OAUTH2_PROTECTED_RESOURCE_AUTHORIZATION_SERVERS": [PUBLIC_URL],
+    "OAUTH2_PROTECTED_RESOURCE_NAME": "Gatehouse MCP",
+}
+
+# App settings, namespaced in one dict read with defaults (mcp_gateway.conf).
+GATEHOUSE = {
+    "TOOLSETS": env_list("GATEHOUSE_TOOLSETS", default=["mcp_gateway.toolsets.account"]),
+    "MCP_ALLOWED_ORIGINS": env_list("MCP_ALLOWED_ORIGINS", default=[]),
+}
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", default="INFO")},
+    "loggers": {"httpx": {"level": "WARNING"}, "LiteLLM": {"level": "WARNING"}},
+}

@@ -1,0 +1,1 @@
+"""Conversation history and feedback arrive with the workflows toolset."""

@@ -1,0 +1,130 @@
+"""ASGI middleware in front of the MCP transport: Host/Origin checks, then bearer authentication."""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterable
+
+from django.conf import settings
+from django.http.request import split_domain_port, validate_host
+from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
+from mcp.server.auth.provider import AccessToken as SdkAccessToken
+from starlette.authentication import AuthCredentials
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from accounts.scopes import scope_definitions
+from mcp_gateway.errors import AuthenticationFailed
+from mcp_gateway.identity import SCOPE_KEY, Identity
+from mcp_gateway.tokens import identity_from_bearer
+
+logger = logging.getLogger(__name__)
+
+TOKEN_MISSING = "A bearer token is required."
+TOKEN_MALFORMED = "The Authorization header must be 'Bearer <token>'."
+BAD_HOST = "Invalid Host header."
+BAD_ORIGIN = "Origin not allowed."
+
+
+def protected_resource_metadata_url() -> str:
+    return f"{settings.PUBLIC_URL}/.well-known/oauth-protected-resource{settings.MCP_PATH}"
+
+
+def _www_authenticate(*, error: str | None, description: str | None) -> str:
+    parts = []
+    if error:
+        parts.append(f'error="{error}"')
+    if description:
+        parts.append(f'error_description="{description}"')
+    parts.append(f'resource_metadata="{protected_resource_metadata_url()}"')
+    parts.append(f'scope="{" ".join(sorted(scope_definitions()))}"')
+    return "Bearer " + ", ".join(parts)
+
+
+async def _send_json(send: Send, *, status: int, body: dict[str, str], headers: Iterable[tuple[str, str]] = ()) -> None:
+    payload = json.dumps(body).encode()
+    raw_headers = [(b"content-type", b"application/json"), (b"content-length", str(len(payload)).encode())]
+    raw_headers += [(name.encode(), value.encode()) for name, value in headers]
+    await send({"type": "http.response.start", "status": status, "headers": raw_headers})
+    await send({"type": "http.response.body", "body": payload})
+
+
+def _header(scope: Scope, name: bytes) -> str | None:
+    for key, value in scope.get("headers", []):
+        if key == name:
+            return str(value.decode("latin-1"))
+    return None
+
+
+def _allowed_origins() -> set[str]:
+    return {settings.PUBLIC_URL, *settings.GATEHOUSE["MCP_ALLOWED_ORIGINS"]}
+
+
+class McpAuthMiddleware:
+    """Authenticates every request to the MCP endpoint before the SDK transport sees it.
+
+    The resolved Identity goes into the ASGI scope (read per request by tool handlers, so nothing
+    leaks between concurrent requests), and an SDK ``AuthenticatedUser`` goes into ``scope["user"]``
+    so the SDK's session manager binds each session to the user, tenant and client that opened it.
+    """
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        # DNS-rebinding protection with Django's own host rules, so there is one list to maintain.
+        domain, _port = split_domain_port(_header(scope, b"host") or "")
+        if not domain or not validate_host(domain, settings.ALLOWED_HOSTS):
+            await _send_json(send, status=421, body={"error": "invalid_host", "error_description": BAD_HOST})
+            return
+        origin = _header(scope, b"origin")
+        if origin is not None and origin.rstrip("/") not in _allowed_origins():
+            await _send_json(send, status=403, body={"error": "invalid_origin", "error_description": BAD_ORIGIN})
+            return
+        try:
+            identity, raw_token = await self._authenticate(scope)
+        except AuthenticationFailed as exc:
+            presented = _header(scope, b"authorization") is not None
+            await _send_json(
+                send,
+                status=exc.http_status,
+                body={"error": "invalid_token", "error_description": exc.message},
+                headers=[
+                    (
+                        "www-authenticate",
+                        _www_authenticate(
+                            error="invalid_token" if presented else None,
+                            description=exc.message if presented else None,
+                        ),
+                    )
+                ],
+            )
+            return
+        sdk_token = SdkAccessToken(
+            token=raw_token,
+            client_id=identity.client_id,
+            scopes=sorted(identity.scopes),
+            resource=settings.MCP_RESOURCE_URL,
+            # The session owner is (client, subject): binding the subject to user and tenant means
+            # a session id presented with anyone else's token answers 404.
+            subject=f"{identity.user_id}@{identity.tenant_id}",
+        )
+        scope = dict(scope)
+        scope[SCOPE_KEY] = identity
+        scope["user"] = AuthenticatedUser(sdk_token)
+        scope["auth"] = AuthCredentials(sorted(identity.scopes))
+        await self.app(scope, receive, send)
+
+    @staticmethod
+    async def _authenticate(scope: Scope) -> tuple[Identity, str]:
+        header = _header(scope, b"authorization")
+        if header is None:
+            raise AuthenticationFailed(TOKEN_MISSING)
+        scheme, _, raw_token = header.partition(" ")
+        raw_token = raw_token.strip()
+        if scheme.lower() != "bearer" or not raw_token or " " in raw_token:
+            raise AuthenticationFailed(TOKEN_MALFORMED)
+        return await identity_from_bearer(raw_token=raw_token), raw_token

@@ -1,0 +1,86 @@
+"""The MCP endpoint: the official SDK's server and Streamable HTTP session manager as an ASGI app.
+
+Daphne runs no ASGI lifespan, so the session manager's ``run()`` is entered lazily by the first
+request, in a background task that lives as long as the event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from django.conf import settings
+from mcp.server.mcpserver import MCPServer
+from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from mcp.server.transport_security import TransportSecuritySettings
+from mcp_types import ToolAnnotations
+from starlette.types import Receive, Scope, Send
+
+from mcp_gateway.asgi_auth import McpAuthMiddleware
+from mcp_gateway.rbac import ScopeGate
+from mcp_gateway.registry import Registry, registry_load
+
+SESSION_IDLE_SECONDS = 3600
+
+INSTRUCTIONS = (
+    "Gatehouse serves the tools your tenant and role allow. Call `whoami` to see which user, "
+    "tenant, role and scopes this connection acts with."
+)
+
+
+def server_build(*, registry: Registry) -> MCPServer:
+    server: MCPServer = MCPServer(
+        name="gatehouse",
+        title="Gatehouse",
+        version="0.1.0",
+        instructions=INSTRUCTIONS,
+        middleware=[ScopeGate(registry)],
+    )
+    for spec in registry.tools:
+        server.add_tool(
+            spec.handler,
+            name=spec.name,
+            title=spec.title,
+            description=spec.description,
+            annotations=ToolAnnotations(read_only_hint=spec.read_only),
+            structured_output=True,
+        )
+    return server
+
+
+class McpTransportApp:
+    """Owns the session manager and starts it on first use."""
+
+    def __init__(self, manager: StreamableHTTPSessionManager) -> None:
+        self.manager = manager
+        self._started: asyncio.Event | None = None
+        self._task: asyncio.Task[None] | None = None
+
+    async def _ensure_running(self) -> None:
+        if self._started is None:
+            started = asyncio.Event()
+            self._started = started
+            self._task = asyncio.get_running_loop().create_task(self._run(started))
+        await self._started.wait()
+
+    async def _run(self, started: asyncio.Event) -> None:
+        async with self.manager.run():
+            started.set()
+            await asyncio.Event().wait()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await self._ensure_running()
+        await self.manager.handle_request(scope, receive, send)
+
+
+def mcp_app_build() -> McpAuthMiddleware:
+    registry = registry_load(module_paths=settings.GATEHOUSE["TOOLSETS"])
+    server = server_build(registry=registry)
+    # Only the session manager this creates is used; Channels does the routing. Host and Origin
+    # are checked by McpAuthMiddleware against Django's ALLOWED_HOSTS, so the SDK's copy is off.
+    server.streamable_http_app(
+        json_response=False,
+        stateless_http=False,
+        session_idle_timeout=SESSION_IDLE_SECONDS,
+        transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
+    )
+    return McpAuthMiddleware(McpTransportApp(server.session_manager))

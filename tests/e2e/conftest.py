@@ -1,0 +1,71 @@
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from django.core.management import call_command
+from django.db import connection
+
+from tests.e2e.harness import DEMO_PASSWORD, DaphneServer
+
+
+def _database_url() -> str:
+    db = connection.settings_dict
+    user = db.get("USER") or "postgres"
+    password = f":{db['PASSWORD']}" if db.get("PASSWORD") else ""
+    host = db.get("HOST") or "127.0.0.1"
+    port = db.get("PORT") or 5432
+    return f"postgres://{user}{password}@{host}:{port}/{db['NAME']}"
+
+
+@pytest.fixture(scope="session")
+def demo(django_db_setup, django_db_blocker) -> None:
+    """The demo tenants and people, committed so the Daphne process sees them."""
+    with django_db_blocker.unblock(), pytest.MonkeyPatch.context() as mp:
+        mp.setenv("DEMO_PASSWORD", DEMO_PASSWORD)
+        call_command("bootstrap_demo", verbosity=0)
+
+
+@pytest.fixture(scope="session")
+def database_url(django_db_setup, django_db_blocker) -> str:
+    with django_db_blocker.unblock():
+        return _database_url()
+
+
+def _serve(tmp_path_factory: pytest.TempPathFactory, database_url: str, name: str, **env: str) -> Iterator[DaphneServer]:
+    log_path = Path(tmp_path_factory.mktemp("daphne")) / f"{name}.log"
+    server = DaphneServer(database_url=database_url, log_path=log_path, extra_env=env)
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+def server(demo, database_url, tmp_path_factory) -> Iterator[DaphneServer]:
+    yield from _serve(tmp_path_factory, database_url, "main")
+
+
+@pytest.fixture(scope="session")
+def short_token_server(demo, database_url, tmp_path_factory) -> Iterator[DaphneServer]:
+    """Access tokens live two seconds here, so a test can watch a client refresh."""
+    yield from _serve(tmp_path_factory, database_url, "short-tokens", OAUTH_ACCESS_TOKEN_SECONDS="2")
+
+
+@pytest.fixture
+def committed(django_db_blocker):
+    """Create rows outside any test transaction (the server process must see them); delete them after."""
+    created: list = []
+
+    def make(factory, **kwargs):
+        with django_db_blocker.unblock():
+            obj = factory(**kwargs)
+        created.append(obj)
+        return obj
+
+    yield make
+    with django_db_blocker.unblock():
+        for obj in reversed(created):
+            type(obj).objects.filter(pk=obj.pk).delete()

@@ -1,0 +1,62 @@
+"""The whole path a real client takes: discovery, registration, login, consent, PKCE, MCP, refresh."""
+
+from __future__ import annotations
+
+import anyio
+import pytest
+from oauth2_provider.models import Application
+
+from oauth.models import AccessToken, RefreshToken
+from tests.e2e.harness import Person, sdk_client
+
+pytestmark = pytest.mark.django_db
+
+
+async def test_the_sdk_client_signs_in_consents_and_calls_whoami(server):
+    alice = Person("alice")
+    async with sdk_client(server, alice) as (client, storage):
+        tools = await client.list_tools()
+        assert {tool.name for tool in tools.tools} == {"whoami", "set_display_name"}
+        whoami = next(tool for tool in tools.tools if tool.name == "whoami")
+        assert whoami.output_schema is not None
+
+        result = await client.call_tool("whoami", {})
+
+    assert result.is_error is False
+    identity = result.structured_content
+    assert identity["user"]["username"] == "alice"
+    assert identity["tenant"] == {"slug": "acme", "name": "Acme"}
+    assert identity["role"] == "admin"
+    assert identity["scopes"] == ["mcp:read", "mcp:write"]
+    assert identity["client"]["name"] == "Gatehouse e2e client"
+    assert alice.logins == 1
+    assert storage.client_info is not None
+    application = await Application.objects.aget(client_id=storage.client_info.client_id)
+    assert application.client_type == Application.CLIENT_PUBLIC
+    token = await AccessToken.objects.select_related("tenant").aget(token=storage.tokens.access_token)
+    assert token.tenant.slug == "acme"
+    assert token.resource == [server.mcp_url]
+
+
+async def test_the_sdk_client_also_works_on_the_stateless_2026_protocol(server):
+    async with sdk_client(server, Person("alice"), mode="auto") as (client, _):
+        result = await client.call_tool("whoami", {})
+    assert result.structured_content["user"]["username"] == "alice"
+
+
+async def test_the_client_refreshes_an_expired_token_and_carries_on(short_token_server):
+    alice = Person("alice")
+    async with sdk_client(short_token_server, alice) as (client, storage):
+        first = await client.call_tool("whoami", {})
+        first_tokens = storage.tokens
+        await anyio.sleep(3)  # past the two-second access token lifetime
+        second = await client.call_tool("whoami", {})
+
+    assert first.structured_content == second.structured_content
+    assert alice.logins == 1, "the client refreshed instead of sending the person back to log in"
+    assert storage.tokens.access_token != first_tokens.access_token
+    assert storage.tokens.refresh_token != first_tokens.refresh_token
+    old_refresh = await RefreshToken.objects.aget(token=first_tokens.refresh_token)
+    assert old_refresh.revoked is not None, "refresh tokens rotate on use"
+    new_token = await AccessToken.objects.select_related("tenant").aget(token=storage.tokens.access_token)
+    assert new_token.tenant.slug == "acme", "the tenant travels with the refreshed token"
