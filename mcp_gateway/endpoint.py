@@ -13,7 +13,7 @@ from mcp.server.mcpserver import MCPServer
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
 from mcp_types import ToolAnnotations
-from starlette.types import Receive, Scope, Send
+from starlette.types import Message, Receive, Scope, Send
 
 from mcp_gateway.asgi_auth import McpAuthMiddleware
 from mcp_gateway.rbac import ScopeGate
@@ -69,7 +69,27 @@ class McpTransportApp:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         await self._ensure_running()
-        await self.manager.handle_request(scope, receive, send)
+        await self.manager.handle_request(scope, receive, _flush_sse_headers(send))
+
+
+# An SSE comment line: clients ignore it, and it carries no event.
+_SSE_OPENING = b": gatehouse\n\n"
+
+
+def _flush_sse_headers(send: Send) -> Send:
+    """Daphne (Twisted) holds response headers until the first body bytes. An SSE stream with
+    nothing to say yet (the standalone GET stream) would then look hung to the client until the
+    first keep-alive ping, 15 s later; a comment line right after the headers opens it at once."""
+
+    async def wrapped(message: Message) -> None:
+        await send(message)
+        if message["type"] == "http.response.start" and any(
+            name.lower() == b"content-type" and value.startswith(b"text/event-stream")
+            for name, value in message.get("headers", [])
+        ):
+            await send({"type": "http.response.body", "body": _SSE_OPENING, "more_body": True})
+
+    return wrapped
 
 
 def mcp_app_build() -> McpAuthMiddleware:

@@ -1,11 +1,13 @@
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from django.core.management import call_command
-from django.db import connection
+from asgiref.sync import sync_to_async
+from django.db import connection, connections
 
 from tests.e2e.harness import DEMO_PASSWORD, DaphneServer
 
@@ -54,18 +56,47 @@ def short_token_server(demo, database_url, tmp_path_factory) -> Iterator[DaphneS
     yield from _serve(tmp_path_factory, database_url, "short-tokens", OAUTH_ACCESS_TOKEN_SECONDS="2")
 
 
+def _in_own_thread(work):
+    """Run ORM work on a thread of its own: its own connection, in autocommit, outside any test
+    transaction, so the server process sees the rows at once."""
+    outcome: dict = {}
+
+    def run():
+        try:
+            outcome["value"] = work()
+        except BaseException as exc:
+            outcome["error"] = exc
+        finally:
+            connections.close_all()
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    thread.join()
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome.get("value")
+
+
 @pytest.fixture
 def committed(django_db_blocker):
-    """Create rows outside any test transaction (the server process must see them); delete them after."""
+    """Create rows the Daphne process can see; delete them after the test."""
     created: list = []
 
     def make(factory, **kwargs):
         with django_db_blocker.unblock():
-            obj = factory(**kwargs)
+            obj = _in_own_thread(lambda: factory(**kwargs))
         created.append(obj)
         return obj
 
     yield make
     with django_db_blocker.unblock():
         for obj in reversed(created):
-            type(obj).objects.filter(pk=obj.pk).delete()
+            _in_own_thread(lambda obj=obj: type(obj).objects.filter(pk=obj.pk).delete())
+
+
+@pytest.fixture(autouse=True)
+async def _close_async_orm_connections():
+    """The async ORM runs on asgiref's worker thread, outside pytest-django's care; close its
+    connection after each test so the test database can be dropped at the end of the run."""
+    yield
+    await sync_to_async(connections.close_all)()

@@ -1,0 +1,74 @@
+"""Roles decide what a token can do; sessions belong to whoever opened them."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+from mcp.shared.exceptions import MCPError
+
+from accounts.models import User
+from tests.e2e.harness import MCP_HEADERS, OAuthDriver, Person, initialize_body, sdk_client
+
+pytestmark = pytest.mark.django_db
+
+
+async def test_a_viewer_sees_only_read_tools_and_cannot_call_a_write_tool(server):
+    bob = Person("bob")
+    async with sdk_client(server, bob) as (client, storage):
+        tools = await client.list_tools()
+        assert [tool.name for tool in tools.tools] == ["whoami"]
+        assert storage.tokens.scope == "mcp:read"
+
+        with pytest.raises(MCPError) as refusal:
+            await client.call_tool("set_display_name", {"display_name": "Bobby"})
+
+        whoami = await client.call_tool("whoami", {})
+
+    assert refusal.value.code == -32001
+    assert refusal.value.data == {"required": ["mcp:write"], "missing": ["mcp:write"]}
+    assert "mcp:write" in refusal.value.message
+    assert whoami.structured_content["role"] == "viewer"
+    assert (await User.objects.aget(username="bob")).display_name == ""
+
+
+async def test_an_admin_can_call_a_write_tool(server):
+    async with sdk_client(server, Person("alice")) as (client, _):
+        result = await client.call_tool("set_display_name", {"display_name": "  Alice A.  "})
+    assert result.is_error is False
+    assert result.structured_content == {"display_name": "Alice A."}
+    assert (await User.objects.aget(username="alice")).display_name == "Alice A."
+
+
+async def test_a_write_tool_rejects_an_empty_display_name(server):
+    async with sdk_client(server, Person("alice")) as (client, _):
+        result = await client.call_tool("set_display_name", {"display_name": "   "})
+    assert result.is_error is True
+    assert (await User.objects.aget(username="alice")).display_name != ""
+
+
+async def test_a_session_id_used_with_another_user_s_token_is_not_found(server):
+    driver = OAuthDriver(server)
+    try:
+        alice = await driver.token_for(Person("alice"))
+        carol = await driver.token_for(Person("carol"))
+    finally:
+        await driver.aclose()
+    async with httpx.AsyncClient(timeout=10) as http:
+        opened = await http.post(
+            server.mcp_url,
+            json=initialize_body(),
+            headers={**MCP_HEADERS, "authorization": f"Bearer {alice['access_token']}"},
+        )
+        assert opened.status_code == 200
+        session_id = opened.headers["mcp-session-id"]
+        listing = {"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {}}
+        headers = {**MCP_HEADERS, "mcp-session-id": session_id, "mcp-protocol-version": "2025-11-25"}
+
+        hijack = await http.post(
+            server.mcp_url, json=listing, headers={**headers, "authorization": f"Bearer {carol['access_token']}"}
+        )
+        own = await http.post(
+            server.mcp_url, json=listing, headers={**headers, "authorization": f"Bearer {alice['access_token']}"}
+        )
+    assert hijack.status_code == 404
+    assert own.status_code == 200
