@@ -4,13 +4,11 @@ from django.contrib.auth.models import AbstractUser
 from django.db import models
 
 
-class User(AbstractUser):
+# django-stubs cannot resolve DOT's "%(app_label)s_%(class)s" related names on the token models.
+class User(AbstractUser):  # type: ignore[django-manager-missing]
     """The person who logs in. Custom from the first migration so it can grow without pain."""
 
     display_name = models.CharField(max_length=150, blank=True)
-
-    class Meta(AbstractUser.Meta):
-        swappable = "AUTH_USER_MODEL"
 
 
 class Tenant(models.Model):

@@ -78,7 +78,9 @@ class ConsentView(AuthorizationView):
         context["memberships"] = [
             {
                 "membership": membership,
-                "granted": [definitions[s] for s in scopes_granted(requested=requested, role=membership.role)],
+                "granted": [
+                    definitions[s] for s in scopes_granted(requested=requested, role=membership.role)
+                ],
                 "withheld": [
                     definitions[s]
                     for s in requested
@@ -93,7 +95,9 @@ class ConsentView(AuthorizationView):
         return context
 
     def form_invalid(self, form: ConsentForm) -> HttpResponse:
-        return render(self.request, "accounts/consent_error.html", {"message": TENANT_NOT_AVAILABLE}, status=400)
+        return render(
+            self.request, "accounts/consent_error.html", {"message": TENANT_NOT_AVAILABLE}, status=400
+        )
 
     def form_valid(self, form: ConsentForm) -> HttpResponse:
         tenant = form.cleaned_data["tenant"]
@@ -130,7 +134,9 @@ class ConsentView(AuthorizationView):
             credentials.setdefault("resource", [settings.MCP_RESOURCE_URL])
             if any(not _is_mcp_resource(r) for r in credentials["resource"]):
                 raise OAuthToolkitError(
-                    error=CustomOAuth2Error(error="invalid_target", description=RESOURCE_NOT_SERVED, state=state),
+                    error=CustomOAuth2Error(
+                        error="invalid_target", description=RESOURCE_NOT_SERVED, state=state
+                    ),
                     redirect_uri=credentials.get("redirect_uri"),
                 )
         return super().create_authorization_response(

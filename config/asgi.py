@@ -18,8 +18,9 @@ application = ProtocolTypeRouter(
     {
         "http": URLRouter(
             [
-                re_path(r"^mcp/?$", mcp_app_build()),
-                re_path(r"", django_asgi_app),
+                # Channels reuses Django's re_path for ASGI apps; the stubs only know views.
+                re_path(r"^mcp/?$", mcp_app_build()),  # type: ignore[arg-type]
+                re_path(r"", django_asgi_app),  # type: ignore[arg-type]
             ]
         ),
     }

@@ -19,7 +19,7 @@ _secret = env_optional("SECRET_KEY")
 if _secret is None:
     if not DEBUG:
         raise ImproperlyConfigured("SECRET_KEY (or SECRET_KEY_FILE) is required unless DEBUG=true.")
-    _secret = "insecure-debug-only-key-never-used-in-production"  # noqa: S105
+    _secret = "insecure-debug-only-key-never-used-in-production"
 SECRET_KEY = _secret
 
 # The one canonical public origin. It is the OAuth issuer and the base of the MCP resource
@@ -137,7 +137,9 @@ OAUTH2_PROVIDER = {
     "COMPLIANT_BCP_RFC9700_REFRESH_TOKEN": True,
     "AUTHORIZATION_CODE_EXPIRE_SECONDS": env_int("OAUTH_CODE_SECONDS", default=600, minimum=1),
     "ACCESS_TOKEN_EXPIRE_SECONDS": env_int("OAUTH_ACCESS_TOKEN_SECONDS", default=900, minimum=1),
-    "REFRESH_TOKEN_EXPIRE_SECONDS": env_int("OAUTH_REFRESH_TOKEN_SECONDS", default=30 * 24 * 3600, minimum=60),
+    "REFRESH_TOKEN_EXPIRE_SECONDS": env_int(
+        "OAUTH_REFRESH_TOKEN_SECONDS", default=30 * 24 * 3600, minimum=60
+    ),
     "ROTATE_REFRESH_TOKEN": True,
     "REFRESH_TOKEN_REUSE_PROTECTION": True,
     "REQUEST_APPROVAL_PROMPT": "force",

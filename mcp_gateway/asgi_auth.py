@@ -41,7 +41,9 @@ def _www_authenticate(*, error: str | None, description: str | None) -> str:
     return "Bearer " + ", ".join(parts)
 
 
-async def _send_json(send: Send, *, status: int, body: dict[str, str], headers: Iterable[tuple[str, str]] = ()) -> None:
+async def _send_json(
+    send: Send, *, status: int, body: dict[str, str], headers: Iterable[tuple[str, str]] = ()
+) -> None:
     payload = json.dumps(body).encode()
     raw_headers = [(b"content-type", b"application/json"), (b"content-length", str(len(payload)).encode())]
     raw_headers += [(name.encode(), value.encode()) for name, value in headers]
@@ -82,7 +84,9 @@ class McpAuthMiddleware:
             return
         origin = _header(scope, b"origin")
         if origin is not None and origin.rstrip("/") not in _allowed_origins():
-            await _send_json(send, status=403, body={"error": "invalid_origin", "error_description": BAD_ORIGIN})
+            await _send_json(
+                send, status=403, body={"error": "invalid_origin", "error_description": BAD_ORIGIN}
+            )
             return
         try:
             identity, raw_token = await self._authenticate(scope)

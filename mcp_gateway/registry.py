@@ -60,7 +60,9 @@ class Registry:
                     raise ImproperlyConfigured(f"Tool {spec.name!r} is defined by two toolsets.")
                 unknown = spec.scopes - known_scopes
                 if unknown:
-                    raise ImproperlyConfigured(f"Tool {spec.name!r} needs unregistered scopes {sorted(unknown)}.")
+                    raise ImproperlyConfigured(
+                        f"Tool {spec.name!r} needs unregistered scopes {sorted(unknown)}."
+                    )
                 self._tools[spec.name] = spec
 
     @property

@@ -13,7 +13,9 @@ from accounts.models import Tenant
 
 
 class Grant(AbstractGrant):
-    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="+")
+    tenant: models.ForeignKey[Tenant, Tenant] = models.ForeignKey(
+        Tenant, on_delete=models.CASCADE, related_name="+"
+    )
 
     class Meta(AbstractGrant.Meta):
         swappable = "OAUTH2_PROVIDER_GRANT_MODEL"
@@ -21,14 +23,18 @@ class Grant(AbstractGrant):
 
 class AccessToken(AbstractAccessToken):
     # Null only for DOT's RFC 7592 registration-management tokens, which belong to no user.
-    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="+", null=True, blank=True)
+    tenant: models.ForeignKey[Tenant | None, Tenant | None] = models.ForeignKey(
+        Tenant, on_delete=models.CASCADE, related_name="+", null=True, blank=True
+    )
 
     class Meta(AbstractAccessToken.Meta):
         swappable = "OAUTH2_PROVIDER_ACCESS_TOKEN_MODEL"
 
 
 class RefreshToken(AbstractRefreshToken):
-    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="+")
+    tenant: models.ForeignKey[Tenant, Tenant] = models.ForeignKey(
+        Tenant, on_delete=models.CASCADE, related_name="+"
+    )
 
     class Meta(AbstractRefreshToken.Meta):
         swappable = "OAUTH2_PROVIDER_REFRESH_TOKEN_MODEL"

@@ -33,10 +33,14 @@ def _tenant_id(request: Any) -> int:
 
 
 class TenantOAuth2Validator(OAuth2Validator):
-    def validate_code(self, client_id: str, code: str, client: Any, request: Any, *args: Any, **kwargs: Any) -> bool:
+    def validate_code(
+        self, client_id: str, code: str, client: Any, request: Any, *args: Any, **kwargs: Any
+    ) -> bool:
         if not super().validate_code(client_id, code, client, request, *args, **kwargs):
             return False
-        tenant_id = Grant.objects.filter(code=code, application=client).values_list("tenant_id", flat=True).first()
+        tenant_id = (
+            Grant.objects.filter(code=code, application=client).values_list("tenant_id", flat=True).first()
+        )
         if tenant_id is None or not self._still_member(user=request.user, tenant_id=tenant_id):
             return False
         setattr(request, TENANT_ATTRIBUTE, tenant_id)

@@ -34,7 +34,7 @@ class UserFactory(factory.django.DjangoModelFactory):
     password = factory.PostGenerationMethodCall("set_password", DEFAULT_PASSWORD)
 
     @factory.post_generation
-    def persist_password(obj, create, extracted, **kwargs):  # noqa: N805
+    def persist_password(obj: User, create: bool, extracted: object, **kwargs: object) -> None:
         if create:
             obj.save()
 

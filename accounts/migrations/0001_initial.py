@@ -52,7 +52,6 @@ class Migration(migrations.Migration):
                 'verbose_name': 'user',
                 'verbose_name_plural': 'users',
                 'abstract': False,
-                'swappable': 'AUTH_USER_MODEL',
             },
             managers=[
                 ('objects', django.contrib.auth.models.UserManager()),

@@ -5,8 +5,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from django.core.management import call_command
 from asgiref.sync import sync_to_async
+from django.core.management import call_command
 from django.db import connection, connections
 
 from tests.e2e.harness import DEMO_PASSWORD, DaphneServer
@@ -35,7 +35,9 @@ def database_url(django_db_setup, django_db_blocker) -> str:
         return _database_url()
 
 
-def _serve(tmp_path_factory: pytest.TempPathFactory, database_url: str, name: str, **env: str) -> Iterator[DaphneServer]:
+def _serve(
+    tmp_path_factory: pytest.TempPathFactory, database_url: str, name: str, **env: str
+) -> Iterator[DaphneServer]:
     log_path = Path(tmp_path_factory.mktemp("daphne")) / f"{name}.log"
     server = DaphneServer(database_url=database_url, log_path=log_path, extra_env=env)
     server.start()

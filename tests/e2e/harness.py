@@ -23,7 +23,12 @@ import httpx2
 from mcp.client import Client
 from mcp.client.auth import OAuthClientProvider
 from mcp.client.streamable_http import streamable_http_client
-from mcp.shared.auth import AuthorizationCodeResult, OAuthClientInformationFull, OAuthClientMetadata, OAuthToken
+from mcp.shared.auth import (
+    AuthorizationCodeResult,
+    OAuthClientInformationFull,
+    OAuthClientMetadata,
+    OAuthToken,
+)
 
 BASE_DIR = Path(__file__).resolve().parents[2]
 REDIRECT_URI = "http://127.0.0.1:9/callback"
@@ -59,7 +64,16 @@ class DaphneServer:
     def start(self) -> None:
         log = self.log_path.open("wb")
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(self.port), "config.asgi:application"],
+            [
+                sys.executable,
+                "-m",
+                "daphne",
+                "-b",
+                "127.0.0.1",
+                "-p",
+                str(self.port),
+                "config.asgi:application",
+            ],
             cwd=BASE_DIR,
             env=self.env,
             stdout=log,
@@ -70,7 +84,12 @@ class DaphneServer:
             if self.process.poll() is not None:
                 raise RuntimeError(f"Daphne exited early:\n{self.log_path.read_text()}")
             try:
-                if httpx.get(f"{self.base_url}/.well-known/oauth-authorization-server", timeout=2).status_code == 200:
+                if (
+                    httpx.get(
+                        f"{self.base_url}/.well-known/oauth-authorization-server", timeout=2
+                    ).status_code
+                    == 200
+                ):
                     return
             except httpx.HTTPError:
                 pass
@@ -135,11 +154,15 @@ class Browser:
             form = parse_form(page.text)
             fields = {**form["fields"], "username": username, "password": password}
             signed_in = await self.client.post(login_url, data=fields)
-            assert signed_in.status_code == 302, f"login failed: {signed_in.status_code}\n{signed_in.text[:500]}"
+            assert signed_in.status_code == 302, (
+                f"login failed: {signed_in.status_code}\n{signed_in.text[:500]}"
+            )
             response = await self.client.get(urljoin(self.base_url, signed_in.headers["location"]))
         return response
 
-    async def decide(self, consent_page: httpx.Response, *, tenant: str | None = None, allow: bool = True) -> httpx.Response:
+    async def decide(
+        self, consent_page: httpx.Response, *, tenant: str | None = None, allow: bool = True
+    ) -> httpx.Response:
         form = parse_form(consent_page.text)
         fields = dict(form["fields"])
         fields["tenant"] = tenant if tenant is not None else form["radios"]["tenant"][0]
@@ -151,12 +174,16 @@ class Browser:
         self, url: str, *, username: str, password: str, tenant: str | None = None, allow: bool = True
     ) -> httpx.Response:
         page = await self.open(url, username=username, password=password)
-        assert page.status_code == 200, f"expected the consent page, got {page.status_code}: {page.text[:500]}"
+        assert page.status_code == 200, (
+            f"expected the consent page, got {page.status_code}: {page.text[:500]}"
+        )
         return await self.decide(page, tenant=tenant, allow=allow)
 
 
 def redirect_params(response: httpx.Response) -> dict[str, str]:
-    assert response.status_code == 302, f"expected a redirect, got {response.status_code}: {response.text[:500]}"
+    assert response.status_code == 302, (
+        f"expected a redirect, got {response.status_code}: {response.text[:500]}"
+    )
     location = response.headers["location"]
     assert location.startswith(REDIRECT_URI), location
     return {key: values[0] for key, values in parse_qs(urlsplit(location).query).items()}
@@ -223,9 +250,11 @@ async def sdk_client(
         callback_handler=callback_handler,
     )
     try:
-        async with httpx2.AsyncClient(auth=provider, timeout=30) as http:
-            async with Client(streamable_http_client(server.mcp_url, http_client=http), mode=mode) as client:
-                yield client, storage
+        async with (
+            httpx2.AsyncClient(auth=provider, timeout=30) as http,
+            Client(streamable_http_client(server.mcp_url, http_client=http), mode=mode) as client,
+        ):
+            yield client, storage
     finally:
         await browser.aclose()
 
@@ -260,7 +289,9 @@ class OAuthDriver:
         assert response.status_code == 201, response.text
         return str(response.json()["client_id"])
 
-    def authorize_url(self, *, client_id: str, challenge: str | None, method: str | None = "S256", **extra: str) -> str:
+    def authorize_url(
+        self, *, client_id: str, challenge: str | None, method: str | None = "S256", **extra: str
+    ) -> str:
         params = {
             "response_type": "code",
             "client_id": client_id,
@@ -276,7 +307,9 @@ class OAuthDriver:
         params.update(extra)
         return f"/oauth/authorize/?{urlencode(params)}"
 
-    async def exchange(self, *, client_id: str, code: str, verifier: str | None, **extra: str) -> httpx.Response:
+    async def exchange(
+        self, *, client_id: str, code: str, verifier: str | None, **extra: str
+    ) -> httpx.Response:
         data = {
             "grant_type": "authorization_code",
             "code": code,

@@ -16,7 +16,9 @@ pytestmark = pytest.mark.django_db
 
 
 def post_initialize(server, headers: dict[str, str] | None = None) -> httpx.Response:
-    return httpx.post(server.mcp_url, json=initialize_body(), headers={**MCP_HEADERS, **(headers or {})}, timeout=10)
+    return httpx.post(
+        server.mcp_url, json=initialize_body(), headers={**MCP_HEADERS, **(headers or {})}, timeout=10
+    )
 
 
 def assert_challenge(response: httpx.Response, server, *, error: str | None) -> None:
@@ -70,7 +72,9 @@ async def test_a_revoked_token_is_refused(server):
     driver = OAuthDriver(server)
     try:
         tokens = await driver.token_for(Person("alice"))
-        assert post_initialize(server, {"authorization": f"Bearer {tokens['access_token']}"}).status_code == 200
+        assert (
+            post_initialize(server, {"authorization": f"Bearer {tokens['access_token']}"}).status_code == 200
+        )
         revoked = await driver.http.post(
             "/oauth/revoke/", data={"token": tokens["access_token"], "client_id": tokens["client_id"]}
         )
@@ -107,7 +111,9 @@ def test_a_foreign_host_header_is_refused(server, committed):
 
 def test_a_foreign_origin_is_refused(server, committed):
     token = committed(AccessTokenFactory, resource=[server.mcp_url])
-    response = post_initialize(server, {"authorization": f"Bearer {token.token}", "origin": "https://evil.example"})
+    response = post_initialize(
+        server, {"authorization": f"Bearer {token.token}", "origin": "https://evil.example"}
+    )
     assert response.status_code == 403
 
 

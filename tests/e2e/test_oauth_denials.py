@@ -28,7 +28,9 @@ async def browser(server):
 async def test_an_authorization_request_without_pkce_is_refused(driver, browser):
     client_id = await driver.register()
     response = await browser.open(
-        driver.authorize_url(client_id=client_id, challenge=None, method=None), username="alice", password=Person("alice").password
+        driver.authorize_url(client_id=client_id, challenge=None, method=None),
+        username="alice",
+        password=Person("alice").password,
     )
     params = redirect_params(response)
     assert params["error"] == "invalid_request"
@@ -85,7 +87,9 @@ async def test_a_code_with_the_wrong_verifier_is_refused(driver):
 async def test_an_unregistered_redirect_uri_is_refused_without_redirecting(driver, browser):
     client_id = await driver.register()
     _, challenge = pkce_pair()
-    url = driver.authorize_url(client_id=client_id, challenge=challenge, redirect_uri="https://attacker.example/cb")
+    url = driver.authorize_url(
+        client_id=client_id, challenge=challenge, redirect_uri="https://attacker.example/cb"
+    )
     response = await browser.open(url, username="alice", password=Person("alice").password)
     assert response.status_code == 400
     assert "attacker.example" not in response.headers.get("location", "")
@@ -94,7 +98,9 @@ async def test_an_unregistered_redirect_uri_is_refused_without_redirecting(drive
 async def test_a_token_for_another_resource_cannot_be_requested(driver, browser):
     client_id = await driver.register()
     _, challenge = pkce_pair()
-    url = driver.authorize_url(client_id=client_id, challenge=challenge, resource="https://elsewhere.example/mcp")
+    url = driver.authorize_url(
+        client_id=client_id, challenge=challenge, resource="https://elsewhere.example/mcp"
+    )
     response = await browser.open(url, username="alice", password=Person("alice").password)
     assert redirect_params(response)["error"] == "invalid_target"
 
@@ -109,7 +115,9 @@ async def test_carol_cannot_obtain_a_token_for_acme(driver, browser):
     _, challenge = pkce_pair()
     carol = Person("carol")
     page = await browser.open(
-        driver.authorize_url(client_id=client_id, challenge=challenge), username=carol.username, password=carol.password
+        driver.authorize_url(client_id=client_id, challenge=challenge),
+        username=carol.username,
+        password=carol.password,
     )
     assert page.status_code == 200
     assert "Acme" not in page.text
@@ -137,7 +145,9 @@ async def test_the_consent_page_names_client_redirect_host_tenant_and_scopes(dri
     client_id = await driver.register()
     _, challenge = pkce_pair()
     page = await browser.open(
-        driver.authorize_url(client_id=client_id, challenge=challenge), username="bob", password=Person("bob").password
+        driver.authorize_url(client_id=client_id, challenge=challenge),
+        username="bob",
+        password=Person("bob").password,
     )
     assert page.status_code == 200
     assert "Gatehouse denial tests" in page.text
@@ -152,7 +162,9 @@ async def test_denying_consent_returns_access_denied(driver, browser):
     client_id = await driver.register()
     _, challenge = pkce_pair()
     page = await browser.open(
-        driver.authorize_url(client_id=client_id, challenge=challenge), username="alice", password=Person("alice").password
+        driver.authorize_url(client_id=client_id, challenge=challenge),
+        username="alice",
+        password=Person("alice").password,
     )
     params = redirect_params(await browser.decide(page, allow=False))
     assert params["error"] == "access_denied"

@@ -17,6 +17,7 @@ async def test_a_viewer_sees_only_read_tools_and_cannot_call_a_write_tool(server
     async with sdk_client(server, bob) as (client, storage):
         tools = await client.list_tools()
         assert [tool.name for tool in tools.tools] == ["whoami"]
+        assert storage.tokens is not None
         assert storage.tokens.scope == "mcp:read"
 
         with pytest.raises(MCPError) as refusal:
@@ -65,10 +66,14 @@ async def test_a_session_id_used_with_another_user_s_token_is_not_found(server):
         headers = {**MCP_HEADERS, "mcp-session-id": session_id, "mcp-protocol-version": "2025-11-25"}
 
         hijack = await http.post(
-            server.mcp_url, json=listing, headers={**headers, "authorization": f"Bearer {carol['access_token']}"}
+            server.mcp_url,
+            json=listing,
+            headers={**headers, "authorization": f"Bearer {carol['access_token']}"},
         )
         own = await http.post(
-            server.mcp_url, json=listing, headers={**headers, "authorization": f"Bearer {alice['access_token']}"}
+            server.mcp_url,
+            json=listing,
+            headers={**headers, "authorization": f"Bearer {alice['access_token']}"},
         )
     assert hijack.status_code == 404
     assert own.status_code == 200

@@ -31,6 +31,7 @@ async def test_the_sdk_client_signs_in_consents_and_calls_whoami(server):
     assert identity["client"]["name"] == "Gatehouse e2e client"
     assert alice.logins == 1
     assert storage.client_info is not None
+    assert storage.tokens is not None
     application = await Application.objects.aget(client_id=storage.client_info.client_id)
     assert application.client_type == Application.CLIENT_PUBLIC
     token = await AccessToken.objects.select_related("tenant").aget(token=storage.tokens.access_token)
@@ -49,11 +50,13 @@ async def test_the_client_refreshes_an_expired_token_and_carries_on(short_token_
     async with sdk_client(short_token_server, alice) as (client, storage):
         first = await client.call_tool("whoami", {})
         first_tokens = storage.tokens
+        assert first_tokens is not None
         await anyio.sleep(3)  # past the two-second access token lifetime
         second = await client.call_tool("whoami", {})
 
     assert first.structured_content == second.structured_content
     assert alice.logins == 1, "the client refreshed instead of sending the person back to log in"
+    assert storage.tokens is not None
     assert storage.tokens.access_token != first_tokens.access_token
     assert storage.tokens.refresh_token != first_tokens.refresh_token
     old_refresh = await RefreshToken.objects.aget(token=first_tokens.refresh_token)

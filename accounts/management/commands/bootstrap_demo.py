@@ -30,7 +30,9 @@ class Command(BaseCommand):
                 if user.check_password(password):
                     created.append(username)
                 membership_ensure(user=user, tenant=tenants[tenant_slug], role=role)
-        self.stdout.write("Demo tenants: acme, globex. Users: alice (acme admin), bob (acme viewer), carol (globex admin).")
+        self.stdout.write(
+            "Demo tenants: acme, globex. Users: alice (acme admin), bob (acme viewer), carol (globex admin)."
+        )
         if generated and created:
             self.stdout.write(f"Generated password for {', '.join(created)}: {password}")
         elif generated:

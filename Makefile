@@ -1,0 +1,53 @@
+# Gatehouse: `make run` runs the product on a fresh machine, `make test` runs the whole suite.
+SHELL := /bin/bash
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PORT ?= 8000
+TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/gatehouse
+
+.PHONY: install run test lint typecheck pytest clean
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e ".[dev]"
+	touch $@
+
+install: $(VENV)/.installed
+
+# Runs on the embedded SQLite file unless DATABASE_URL is set. The secret key is generated once
+# into the git-ignored .local/ folder unless SECRET_KEY or SECRET_KEY_FILE is given.
+run: install
+	@mkdir -p .local
+	@test -s .local/secret_key || $(PY) -c "import secrets; print(secrets.token_urlsafe(50))" > .local/secret_key
+	@if [ -z "$$SECRET_KEY" ] && [ -z "$$SECRET_KEY_FILE" ]; then export SECRET_KEY_FILE=.local/secret_key; fi; \
+	export PORT=$(PORT); \
+	$(PY) manage.py migrate --noinput -v0 && \
+	$(PY) manage.py collectstatic --noinput -v0 && \
+	$(PY) manage.py bootstrap_demo && \
+	public=$${PUBLIC_URL:-http://127.0.0.1:$(PORT)}; \
+	echo ""; \
+	echo "Gatehouse is starting."; \
+	echo "  MCP endpoint:  $$public/mcp"; \
+	echo "  Sign in as:    alice (acme admin), bob (acme viewer) or carol (globex admin)"; \
+	echo "                 with DEMO_PASSWORD, or the password printed above"; \
+	echo "  Admin:         $$public/admin/ (create an operator with: $(PY) manage.py createsuperuser)"; \
+	echo ""; \
+	exec $(VENV)/bin/daphne -b 127.0.0.1 -p $(PORT) config.asgi:application
+
+lint: install
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+typecheck: install
+	SECRET_KEY=typecheck-only $(VENV)/bin/mypy .
+
+pytest: install
+	SECRET_KEY=test-only-secret DATABASE_URL=$${DATABASE_URL:-$(TEST_DATABASE_URL)} \
+	$(VENV)/bin/pytest $(PYTEST_ARGS)
+
+test: lint typecheck pytest
+
+clean:
+	rm -rf $(VENV) .local .pytest_cache .mypy_cache .ruff_cache

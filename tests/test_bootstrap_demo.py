@@ -1,0 +1,52 @@
+from __future__ import annotations
+
+import pytest
+from django.core.management import call_command
+
+from accounts.models import Membership, Tenant, User
+
+pytestmark = pytest.mark.django_db
+
+DEMO_USERNAMES = ["alice", "bob", "carol"]
+
+
+@pytest.fixture(autouse=True)
+def _empty_demo():
+    """The end-to-end tests commit the demo data; start each test here without it (rolled back after)."""
+    User.objects.filter(username__in=DEMO_USERNAMES).delete()
+    Tenant.objects.filter(slug__in=["acme", "globex"]).delete()
+
+
+def _state() -> list[tuple[str, str, str]]:
+    return sorted(
+        Membership.objects.filter(user__username__in=DEMO_USERNAMES).values_list(
+            "user__username", "tenant__slug", "role"
+        )
+    )
+
+
+def test_it_creates_the_demo_tenants_and_people(monkeypatch, capsys):
+    monkeypatch.setenv("DEMO_PASSWORD", "a-demo-password")
+    call_command("bootstrap_demo")
+    assert set(Tenant.objects.values_list("slug", flat=True)) == {"acme", "globex"}
+    assert _state() == [("alice", "acme", "admin"), ("bob", "acme", "viewer"), ("carol", "globex", "admin")]
+    assert User.objects.get(username="bob").check_password("a-demo-password")
+
+
+def test_running_it_twice_changes_nothing(monkeypatch):
+    monkeypatch.setenv("DEMO_PASSWORD", "a-demo-password")
+    call_command("bootstrap_demo")
+    before = (_state(), list(User.objects.filter(username__in=DEMO_USERNAMES).values_list("pk", "password")))
+    monkeypatch.setenv("DEMO_PASSWORD", "another-password")
+    call_command("bootstrap_demo")
+    after = (_state(), list(User.objects.filter(username__in=DEMO_USERNAMES).values_list("pk", "password")))
+    assert before == after
+
+
+def test_without_a_password_it_generates_and_prints_one(monkeypatch, capsys):
+    monkeypatch.delenv("DEMO_PASSWORD", raising=False)
+    call_command("bootstrap_demo")
+    output = capsys.readouterr().out
+    assert "Generated password" in output
+    password = output.rsplit(": ", 1)[1].strip()
+    assert User.objects.get(username="alice").check_password(password)
