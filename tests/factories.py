@@ -14,7 +14,7 @@ from oauth.models import AccessToken
 DEFAULT_PASSWORD = "correct-horse-battery-staple"
 
 
-class TenantFactory(factory.django.DjangoModelFactory):
+class TenantFactory(factory.django.DjangoModelFactory[Tenant]):
     class Meta:
         model = Tenant
         django_get_or_create = ("slug",)
@@ -23,7 +23,7 @@ class TenantFactory(factory.django.DjangoModelFactory):
     name = factory.LazyAttribute(lambda o: o.slug.title())
 
 
-class UserFactory(factory.django.DjangoModelFactory):
+class UserFactory(factory.django.DjangoModelFactory[User]):
     class Meta:
         model = User
         django_get_or_create = ("username",)
@@ -39,7 +39,7 @@ class UserFactory(factory.django.DjangoModelFactory):
             obj.save()
 
 
-class MembershipFactory(factory.django.DjangoModelFactory):
+class MembershipFactory(factory.django.DjangoModelFactory[Membership]):
     class Meta:
         model = Membership
 
@@ -48,7 +48,7 @@ class MembershipFactory(factory.django.DjangoModelFactory):
     role = Role.VIEWER
 
 
-class ApplicationFactory(factory.django.DjangoModelFactory):
+class ApplicationFactory(factory.django.DjangoModelFactory[Application]):
     class Meta:
         model = Application
 
@@ -59,7 +59,7 @@ class ApplicationFactory(factory.django.DjangoModelFactory):
     client_secret = ""
 
 
-class AccessTokenFactory(factory.django.DjangoModelFactory):
+class AccessTokenFactory(factory.django.DjangoModelFactory[AccessToken]):
     """A token as DOT would have issued it; the membership keeps user and tenant consistent."""
 
     class Meta:

@@ -43,7 +43,7 @@ def test_a_non_staff_user_is_sent_to_the_login(client, page):
 
 
 def test_an_operator_can_add_a_member_with_a_role(client, operator, tenant):
-    person = UserFactory(username="newcomer")
+    person = UserFactory.create(username="newcomer")
     response = client.post(
         reverse("admin:accounts_membership_add"),
         {"user": person.pk, "tenant": tenant.pk, "role": "contributor"},

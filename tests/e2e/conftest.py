@@ -8,7 +8,11 @@ import pytest
 from asgiref.sync import sync_to_async
 from django.core.management import call_command
 from django.db import connection, connections
+from django.db.models import Max
+from oauth2_provider.models import Application
 
+from accounts.models import Membership, Tenant, User
+from oauth.models import AccessToken
 from tests.e2e.harness import DEMO_PASSWORD, DaphneServer
 
 
@@ -79,21 +83,32 @@ def _in_own_thread(work):
     return outcome.get("value")
 
 
+_CLEANED_MODELS = [AccessToken, Application, Membership, User, Tenant]
+
+
 @pytest.fixture
 def committed(django_db_blocker):
-    """Create rows the Daphne process can see; delete them after the test."""
-    created: list = []
+    """Create rows the Daphne process can see, then delete every row of these models that appeared
+    during the test (including the ones factories made on the side and the server registered)."""
+
+    def high_water_marks() -> dict:
+        return {model: model.objects.aggregate(top=Max("pk"))["top"] or 0 for model in _CLEANED_MODELS}
+
+    with django_db_blocker.unblock():
+        marks = _in_own_thread(high_water_marks)
 
     def make(factory, **kwargs):
         with django_db_blocker.unblock():
-            obj = _in_own_thread(lambda: factory(**kwargs))
-        created.append(obj)
-        return obj
+            return _in_own_thread(lambda: factory(**kwargs))
 
     yield make
+
+    def clean() -> None:
+        for model, top in marks.items():
+            model.objects.filter(pk__gt=top).delete()
+
     with django_db_blocker.unblock():
-        for obj in reversed(created):
-            _in_own_thread(lambda obj=obj: type(obj).objects.filter(pk=obj.pk).delete())
+        _in_own_thread(clean)
 
 
 @pytest.fixture(autouse=True)
