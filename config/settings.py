@@ -89,7 +89,15 @@ if _database_url is None:
     LOCAL_DIR.mkdir(exist_ok=True)
     DATABASES = {"default": dj_database_url.parse(f"sqlite:///{LOCAL_DIR / 'gatehouse.sqlite3'}")}
 else:
-    DATABASES = {"default": dj_database_url.parse(_database_url, conn_max_age=0, conn_health_checks=True)}
+    # Persistent connections, health-checked before reuse: the MCP endpoint runs its queries on
+    # one long-lived thread, and reconnecting per request would dominate its latency.
+    DATABASES = {
+        "default": dj_database_url.parse(
+            _database_url,
+            conn_max_age=env_int("DB_CONN_MAX_AGE", default=60, minimum=0),
+            conn_health_checks=True,
+        )
+    }
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 AUTH_USER_MODEL = "accounts.User"

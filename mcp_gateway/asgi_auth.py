@@ -7,6 +7,7 @@ import logging
 from collections.abc import Iterable
 
 from django.conf import settings
+from django.db import DatabaseError
 from django.http.request import split_domain_port, validate_host
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.auth.provider import AccessToken as SdkAccessToken
@@ -24,6 +25,7 @@ TOKEN_MISSING = "A bearer token is required."
 TOKEN_MALFORMED = "The Authorization header must be 'Bearer <token>'."
 BAD_HOST = "Invalid Host header."
 BAD_ORIGIN = "Origin not allowed."
+UNAVAILABLE = "The service is temporarily unavailable; retry shortly."
 
 
 def protected_resource_metadata_url() -> str:
@@ -90,6 +92,15 @@ class McpAuthMiddleware:
             return
         try:
             identity, raw_token = await self._authenticate(scope)
+        except DatabaseError:
+            logger.exception("Token lookup failed: database unavailable")
+            await _send_json(
+                send,
+                status=503,
+                body={"error": "temporarily_unavailable", "error_description": UNAVAILABLE},
+                headers=[("retry-after", "5")],
+            )
+            return
         except AuthenticationFailed as exc:
             presented = _header(scope, b"authorization") is not None
             await _send_json(

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import hashlib
 
+from asgiref.sync import sync_to_async
 from django.conf import settings
+from django.db import close_old_connections
 from django.utils import timezone
 
 from accounts.models import Membership
@@ -26,27 +28,31 @@ def _issued_for_mcp(resource: object) -> bool:
     return all(isinstance(r, str) and r.rstrip("/") == settings.MCP_RESOURCE_URL for r in resource)
 
 
-async def identity_from_bearer(*, raw_token: str) -> Identity:
+def _identity_from_bearer(raw_token: str) -> Identity:
+    # MCP requests bypass Django's request signals, which is where stale or broken database
+    # connections are normally dropped; do it here, on the thread that runs the queries.
+    close_old_connections()
     # DOT indexes sha256(token); looking up by it avoids comparing secrets in Python at all.
     checksum = hashlib.sha256(raw_token.encode("utf-8")).hexdigest()
     token = (
-        await AccessToken.objects.select_related("user", "tenant", "application")
+        AccessToken.objects.select_related("user", "tenant", "application")
         .filter(token_checksum=checksum)
-        .afirst()
+        .first()
     )
     if token is None:
         raise AuthenticationFailed(TOKEN_UNKNOWN)
     if token.expires <= timezone.now():
         raise AuthenticationFailed(TOKEN_EXPIRED)
-    if token.tenant is None or not _issued_for_mcp(token.resource):
+    tenant = token.tenant
+    if tenant is None or not _issued_for_mcp(token.resource):
         raise AuthenticationFailed(TOKEN_WRONG_RESOURCE)
     user = token.user
     if user is None or not user.is_active:
         raise AuthenticationFailed(TOKEN_USER_INACTIVE)
     role = (
-        await Membership.objects.filter(user_id=user.pk, tenant_id=token.tenant_id, tenant__is_active=True)
+        Membership.objects.filter(user_id=user.pk, tenant_id=tenant.pk, tenant__is_active=True)
         .values_list("role", flat=True)
-        .afirst()
+        .first()
     )
     if role is None:
         raise AuthenticationFailed(TOKEN_NOT_MEMBER)
@@ -56,12 +62,17 @@ async def identity_from_bearer(*, raw_token: str) -> Identity:
     return Identity(
         user_id=user.pk,
         username=user.get_username(),
-        tenant_id=token.tenant.pk,
-        tenant_slug=token.tenant.slug,
-        tenant_name=token.tenant.name,
+        tenant_id=tenant.pk,
+        tenant_slug=tenant.slug,
+        tenant_name=tenant.name,
         role=role,
         scopes=scopes,
         client_id=application.client_id if application else "",
         client_name=(application.name or application.client_id) if application else "",
         token_id=token.pk,
     )
+
+
+async def identity_from_bearer(*, raw_token: str) -> Identity:
+    """One hop to the ORM thread for the whole lookup, rather than one per query."""
+    return await sync_to_async(_identity_from_bearer)(raw_token)

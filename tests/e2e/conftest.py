@@ -15,6 +15,8 @@ from accounts.models import Membership, Tenant, User
 from oauth.models import AccessToken
 from tests.e2e.harness import DEMO_PASSWORD, DaphneServer
 
+SERVER_DB_APPLICATION = "gatehouse-e2e-server"
+
 
 def _database_url() -> str:
     db = connection.settings_dict
@@ -22,7 +24,8 @@ def _database_url() -> str:
     password = f":{db['PASSWORD']}" if db.get("PASSWORD") else ""
     host = db.get("HOST") or "127.0.0.1"
     port = db.get("PORT") or 5432
-    return f"postgres://{user}{password}@{host}:{port}/{db['NAME']}"
+    # The name lets a test find the server's own connections in pg_stat_activity.
+    return f"postgres://{user}{password}@{host}:{port}/{db['NAME']}?application_name={SERVER_DB_APPLICATION}"
 
 
 @pytest.fixture(scope="session")
