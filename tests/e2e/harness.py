@@ -322,6 +322,23 @@ class OAuthDriver:
             data["code_verifier"] = verifier
         return await self.http.post("/oauth/token/", data=data)
 
+    async def open_authorization(
+        self,
+        browser: Browser,
+        person: Person,
+        *,
+        challenge: str | None = "fresh",
+        method: str | None = "S256",
+        **extra: str,
+    ) -> tuple[str, httpx.Response]:
+        """Register a client and open its authorization URL as the person; ``challenge="fresh"``
+        makes a valid S256 challenge. Returns (client_id, the page or redirect the person sees)."""
+        client_id = await self.register()
+        if challenge == "fresh":
+            _, challenge = pkce_pair()
+        url = self.authorize_url(client_id=client_id, challenge=challenge, method=method, **extra)
+        return client_id, await browser.open(url, username=person.username, password=person.password)
+
     async def code_for(self, person: Person, *, client_id: str | None = None) -> tuple[str, str, str]:
         """Run the browser part; return (client_id, code, verifier)."""
         client_id = client_id or await self.register()

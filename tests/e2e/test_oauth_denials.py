@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from oauth.models import Grant
-from tests.e2e.harness import REDIRECT_URI, Browser, OAuthDriver, Person, pkce_pair, redirect_params
-from tests.factories import UserFactory
+from tests.e2e.harness import Browser, OAuthDriver, Person, pkce_pair, redirect_params
+from tests.factories import DEFAULT_PASSWORD, UserFactory
 
 pytestmark = pytest.mark.django_db
 
@@ -26,24 +26,16 @@ async def browser(server):
 
 
 async def test_an_authorization_request_without_pkce_is_refused(driver, browser):
-    client_id = await driver.register()
-    response = await browser.open(
-        driver.authorize_url(client_id=client_id, challenge=None, method=None),
-        username="alice",
-        password=Person("alice").password,
-    )
+    _, response = await driver.open_authorization(browser, Person("alice"), challenge=None, method=None)
     params = redirect_params(response)
     assert params["error"] == "invalid_request"
     assert "code" not in params
 
 
 async def test_plain_pkce_is_refused(driver, browser):
-    client_id = await driver.register()
     verifier, _ = pkce_pair()
-    response = await browser.open(
-        driver.authorize_url(client_id=client_id, challenge=verifier, method="plain"),
-        username="alice",
-        password=Person("alice").password,
+    _, response = await driver.open_authorization(
+        browser, Person("alice"), challenge=verifier, method="plain"
     )
     params = redirect_params(response)
     assert params["error"] == "invalid_request"
@@ -51,13 +43,8 @@ async def test_plain_pkce_is_refused(driver, browser):
 
 
 async def test_a_challenge_without_a_method_counts_as_plain_and_is_refused(driver, browser):
-    client_id = await driver.register()
     verifier, _ = pkce_pair()
-    response = await browser.open(
-        driver.authorize_url(client_id=client_id, challenge=verifier, method=None),
-        username="alice",
-        password=Person("alice").password,
-    )
+    _, response = await driver.open_authorization(browser, Person("alice"), challenge=verifier, method=None)
     assert redirect_params(response)["error"] == "invalid_request"
 
 
@@ -85,23 +72,17 @@ async def test_a_code_with_the_wrong_verifier_is_refused(driver):
 
 
 async def test_an_unregistered_redirect_uri_is_refused_without_redirecting(driver, browser):
-    client_id = await driver.register()
-    _, challenge = pkce_pair()
-    url = driver.authorize_url(
-        client_id=client_id, challenge=challenge, redirect_uri="https://attacker.example/cb"
+    _, response = await driver.open_authorization(
+        browser, Person("alice"), redirect_uri="https://attacker.example/cb"
     )
-    response = await browser.open(url, username="alice", password=Person("alice").password)
     assert response.status_code == 400
     assert "attacker.example" not in response.headers.get("location", "")
 
 
 async def test_a_token_for_another_resource_cannot_be_requested(driver, browser):
-    client_id = await driver.register()
-    _, challenge = pkce_pair()
-    url = driver.authorize_url(
-        client_id=client_id, challenge=challenge, resource="https://elsewhere.example/mcp"
+    _, response = await driver.open_authorization(
+        browser, Person("alice"), resource="https://elsewhere.example/mcp"
     )
-    response = await browser.open(url, username="alice", password=Person("alice").password)
     assert redirect_params(response)["error"] == "invalid_target"
 
 
@@ -111,14 +92,7 @@ async def test_a_viewer_is_granted_only_the_read_scope(driver):
 
 
 async def test_carol_cannot_obtain_a_token_for_acme(driver, browser):
-    client_id = await driver.register()
-    _, challenge = pkce_pair()
-    carol = Person("carol")
-    page = await browser.open(
-        driver.authorize_url(client_id=client_id, challenge=challenge),
-        username=carol.username,
-        password=carol.password,
-    )
+    client_id, page = await driver.open_authorization(browser, Person("carol"))
     assert page.status_code == 200
     assert "Acme" not in page.text
     response = await browser.decide(page, tenant="acme")
@@ -129,26 +103,14 @@ async def test_carol_cannot_obtain_a_token_for_acme(driver, browser):
 
 async def test_a_person_with_no_tenant_sees_a_refusal_and_gets_no_code(driver, browser, committed):
     committed(UserFactory, username="drifter")
-    client_id = await driver.register()
-    _, challenge = pkce_pair()
-    response = await browser.open(
-        driver.authorize_url(client_id=client_id, challenge=challenge),
-        username="drifter",
-        password="correct-horse-battery-staple",
-    )
+    _, response = await driver.open_authorization(browser, Person("drifter", password=DEFAULT_PASSWORD))
     assert response.status_code == 403
     assert "not a member of any tenant" in response.text
     assert "authorizationForm" not in response.text
 
 
 async def test_the_consent_page_names_client_redirect_host_tenant_and_scopes(driver, browser):
-    client_id = await driver.register()
-    _, challenge = pkce_pair()
-    page = await browser.open(
-        driver.authorize_url(client_id=client_id, challenge=challenge),
-        username="bob",
-        password=Person("bob").password,
-    )
+    _, page = await driver.open_authorization(browser, Person("bob"))
     assert page.status_code == 200
     assert "Gatehouse denial tests" in page.text
     assert "127.0.0.1:9" in page.text
@@ -159,13 +121,7 @@ async def test_the_consent_page_names_client_redirect_host_tenant_and_scopes(dri
 
 
 async def test_denying_consent_returns_access_denied(driver, browser):
-    client_id = await driver.register()
-    _, challenge = pkce_pair()
-    page = await browser.open(
-        driver.authorize_url(client_id=client_id, challenge=challenge),
-        username="alice",
-        password=Person("alice").password,
-    )
+    _, page = await driver.open_authorization(browser, Person("alice"))
     params = redirect_params(await browser.decide(page, allow=False))
     assert params["error"] == "access_denied"
-    assert REDIRECT_URI
+    assert "code" not in params

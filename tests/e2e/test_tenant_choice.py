@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from accounts.models import Tenant
-from tests.e2e.harness import Browser, OAuthDriver, Person, pkce_pair, redirect_params, sdk_client
+from tests.e2e.harness import Browser, OAuthDriver, Person, redirect_params, sdk_client
 from tests.factories import DEFAULT_PASSWORD, MembershipFactory, UserFactory
 
 pytestmark = pytest.mark.django_db
@@ -21,23 +21,11 @@ def dana(committed):
     return user
 
 
-@pytest.fixture
-def tenants(django_db_blocker):
-    with django_db_blocker.unblock():
-        return {tenant.slug: tenant for tenant in Tenant.objects.filter(slug__in=["acme", "globex"])}
-
-
 async def test_the_consent_page_offers_each_of_the_person_s_tenants(server, dana):
     driver = OAuthDriver(server)
     browser = Browser(server.base_url)
     try:
-        client_id = await driver.register()
-        _, challenge = pkce_pair()
-        page = await browser.open(
-            driver.authorize_url(client_id=client_id, challenge=challenge),
-            username="dana",
-            password=DEFAULT_PASSWORD,
-        )
+        _, page = await driver.open_authorization(browser, Person("dana", password=DEFAULT_PASSWORD))
         assert page.status_code == 200
         assert "Acme" in page.text
         assert "Globex" in page.text
