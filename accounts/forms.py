@@ -21,9 +21,8 @@ class ConsentForm(AllowForm):
 
     def __init__(self, *args: Any, user: User, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        memberships = membership_list_for_user(user=user)
         tenant_field = self.fields["tenant"]
         assert isinstance(tenant_field, forms.ModelChoiceField)
-        tenant_field.queryset = Tenant.objects.filter(pk__in=memberships.values("tenant_id"), is_active=True)
-        if len(memberships) == 1:
-            tenant_field.initial = memberships[0].tenant.slug
+        tenant_field.queryset = Tenant.objects.filter(
+            pk__in=membership_list_for_user(user=user).values("tenant_id"), is_active=True
+        )

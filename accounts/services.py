@@ -10,12 +10,12 @@ def tenant_ensure(*, slug: str, name: str) -> Tenant:
     return tenant
 
 
-def user_ensure(*, username: str, password: str, email: str = "", is_staff: bool = False) -> User:
+def user_ensure(*, username: str, password: str, email: str = "") -> User:
     """Create the user, or leave an existing one (and its password) exactly as it is."""
     user = User.objects.filter(username=username).first()
     if user is not None:
         return user
-    user = User(username=username, email=email, is_staff=is_staff, is_superuser=is_staff)
+    user = User(username=username, email=email)
     user.set_password(password)
     user.save()
     return user

@@ -20,6 +20,9 @@ from oauth.validators import PKCE_S256_REQUIRED, TENANT_ATTRIBUTE
 
 NO_TENANT_MESSAGE = "Your account is not a member of any tenant, so no application can be connected to it."
 TENANT_NOT_AVAILABLE = "That tenant is not one of yours. Go back to the application and start again."
+REQUEST_ALTERED = (
+    "The authorization request was incomplete or altered. Go back to the application and start again."
+)
 ROLE_GRANTS_NOTHING = "Your role in this tenant grants none of the permissions the application asked for."
 RESOURCE_NOT_SERVED = "This server issues tokens only for its MCP endpoint"
 
@@ -95,9 +98,10 @@ class ConsentView(AuthorizationView):
         return context
 
     def form_invalid(self, form: ConsentForm) -> HttpResponse:
-        return render(
-            self.request, "accounts/consent_error.html", {"message": TENANT_NOT_AVAILABLE}, status=400
-        )
+        # The hidden fields only change if someone edits the form, so a plain refusal page (never a
+        # redirect to a URI we could not validate) is the right answer.
+        message = TENANT_NOT_AVAILABLE if "tenant" in form.errors else REQUEST_ALTERED
+        return render(self.request, "accounts/consent_error.html", {"message": message}, status=400)
 
     def form_valid(self, form: ConsentForm) -> HttpResponse:
         tenant = form.cleaned_data["tenant"]

@@ -52,19 +52,24 @@ class McpTransportApp:
 
     def __init__(self, manager: StreamableHTTPSessionManager) -> None:
         self.manager = manager
-        self._started: asyncio.Event | None = None
+        self._ready = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
 
     async def _ensure_running(self) -> None:
-        if self._started is None:
-            started = asyncio.Event()
-            self._started = started
-            self._task = asyncio.get_running_loop().create_task(self._run(started))
-        await self._started.wait()
+        if self._ready.is_set():
+            return
+        if self._task is None:
+            self._task = asyncio.get_running_loop().create_task(self._run())
+        waiter = asyncio.ensure_future(self._ready.wait())
+        await asyncio.wait({waiter, self._task}, return_when=asyncio.FIRST_COMPLETED)
+        waiter.cancel()
+        if not self._ready.is_set():
+            # run() can be entered only once per manager: a failed start is fatal, loudly.
+            raise RuntimeError("The MCP session manager failed to start.") from self._task.exception()
 
-    async def _run(self, started: asyncio.Event) -> None:
+    async def _run(self) -> None:
         async with self.manager.run():
-            started.set()
+            self._ready.set()
             await asyncio.Event().wait()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from oauth.models import Grant
-from tests.e2e.harness import Browser, OAuthDriver, Person, pkce_pair, redirect_params
+from tests.e2e.harness import Browser, OAuthDriver, Person, parse_form, pkce_pair, redirect_params
 from tests.factories import DEFAULT_PASSWORD, UserFactory
 
 pytestmark = pytest.mark.django_db
@@ -125,3 +125,15 @@ async def test_denying_consent_returns_access_denied(driver, browser):
     params = redirect_params(await browser.decide(page, allow=False))
     assert params["error"] == "access_denied"
     assert "code" not in params
+
+
+async def test_an_altered_consent_form_is_refused_without_redirecting(driver, browser):
+    _, page = await driver.open_authorization(browser, Person("alice"))
+    fields = dict(parse_form(page.text)["fields"])
+    del fields["redirect_uri"]
+    response = await browser.client.post(
+        str(page.request.url), data={**fields, "tenant": "acme", "allow": "1"}
+    )
+    assert response.status_code == 400
+    assert "incomplete or altered" in response.text
+    assert "location" not in response.headers
