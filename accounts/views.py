@@ -16,6 +16,7 @@ from accounts.forms import ConsentForm
 from accounts.models import Membership, User
 from accounts.scopes import scope_definitions, scopes_for_role, scopes_granted
 from accounts.selectors import membership_list_for_user
+from oauth.resource import is_mcp_resource
 from oauth.validators import PKCE_S256_REQUIRED, TENANT_ATTRIBUTE
 
 NO_TENANT_MESSAGE = "Your account is not a member of any tenant, so no application can be connected to it."
@@ -25,10 +26,6 @@ REQUEST_ALTERED = (
 )
 ROLE_GRANTS_NOTHING = "Your role in this tenant grants none of the permissions the application asked for."
 RESOURCE_NOT_SERVED = "This server issues tokens only for its MCP endpoint"
-
-
-def _is_mcp_resource(uri: str) -> bool:
-    return uri.rstrip("/") == settings.MCP_RESOURCE_URL
 
 
 class ConsentView(AuthorizationView):
@@ -61,7 +58,7 @@ class ConsentView(AuthorizationView):
                 redirect_uri=redirect_uri,
             )
         for resource in request.GET.getlist("resource"):
-            if not _is_mcp_resource(resource):
+            if not is_mcp_resource(resource):
                 raise OAuthToolkitError(
                     error=CustomOAuth2Error(
                         error="invalid_target",
@@ -136,7 +133,7 @@ class ConsentView(AuthorizationView):
             # Gatehouse serves one protected resource; a client that did not name it still gets
             # a token bound to it, so every token is audience-restricted.
             credentials.setdefault("resource", [settings.MCP_RESOURCE_URL])
-            if any(not _is_mcp_resource(r) for r in credentials["resource"]):
+            if any(not is_mcp_resource(r) for r in credentials["resource"]):
                 raise OAuthToolkitError(
                     error=CustomOAuth2Error(
                         error="invalid_target", description=RESOURCE_NOT_SERVED, state=state

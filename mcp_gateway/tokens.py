@@ -5,7 +5,6 @@ from __future__ import annotations
 import hashlib
 
 from asgiref.sync import sync_to_async
-from django.conf import settings
 from django.db import close_old_connections
 from django.utils import timezone
 
@@ -14,6 +13,7 @@ from accounts.scopes import scopes_for_role
 from mcp_gateway.errors import AuthenticationFailed
 from mcp_gateway.identity import Identity
 from oauth.models import AccessToken
+from oauth.resource import is_mcp_resource
 
 TOKEN_UNKNOWN = "The access token is not recognised; it may have been revoked."
 TOKEN_EXPIRED = "The access token has expired."
@@ -23,9 +23,7 @@ TOKEN_NOT_MEMBER = "The account behind this access token is no longer a member o
 
 
 def _issued_for_mcp(resource: object) -> bool:
-    if not isinstance(resource, list) or not resource:
-        return False
-    return all(isinstance(r, str) and r.rstrip("/") == settings.MCP_RESOURCE_URL for r in resource)
+    return isinstance(resource, list) and bool(resource) and all(is_mcp_resource(r) for r in resource)
 
 
 def _identity_from_bearer(raw_token: str) -> Identity:
