@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 import dj_database_url
@@ -167,9 +168,15 @@ OAUTH2_PROVIDER = {
 }
 
 # App settings, namespaced in one dict read with defaults (mcp_gateway.conf).
-GATEHOUSE = {
+GATEHOUSE: dict[str, Any] = {
     "TOOLSETS": env_list("GATEHOUSE_TOOLSETS", default=["mcp_gateway.toolsets.account"]),
     "MCP_ALLOWED_ORIGINS": env_list("MCP_ALLOWED_ORIGINS", default=[]),
+    # An MCP session idle this long answers 404 and the client initializes a new one.
+    "SESSION_IDLE_SECONDS": env_int("MCP_SESSION_IDLE_SECONDS", default=3600, minimum=1),
+    # Ended sessions stay visible to operators this long before the purge deletes them.
+    "SESSION_RETENTION_SECONDS": env_int("MCP_SESSION_RETENTION_SECONDS", default=7 * 24 * 3600, minimum=0),
+    # How often each server process runs the purge in the background (0 turns it off).
+    "SESSION_PURGE_INTERVAL_SECONDS": env_int("MCP_SESSION_PURGE_INTERVAL_SECONDS", default=600, minimum=0),
 }
 
 LOGGING = {

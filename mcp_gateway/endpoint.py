@@ -7,7 +7,9 @@ request, in a background task that lives as long as the event loop.
 from __future__ import annotations
 
 import asyncio
+import logging
 
+from asgiref.sync import sync_to_async
 from django.conf import settings
 from mcp.server.mcpserver import MCPServer
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
@@ -16,10 +18,12 @@ from mcp_types import ToolAnnotations
 from starlette.types import Message, Receive, Scope, Send
 
 from mcp_gateway.asgi_auth import McpAuthMiddleware
+from mcp_gateway.asgi_sessions import McpSessionMiddleware
 from mcp_gateway.rbac import ScopeGate
 from mcp_gateway.registry import Registry, registry_load
+from mcp_gateway.sessions import session_purge
 
-SESSION_IDLE_SECONDS = 3600
+logger = logging.getLogger(__name__)
 
 INSTRUCTIONS = (
     "Gatehouse serves the tools your tenant and role allow. Call `whoami` to see which user, "
@@ -67,14 +71,30 @@ class McpTransportApp:
             # run() can be entered only once per manager: a failed start is fatal, loudly.
             raise RuntimeError("The MCP session manager failed to start.") from self._task.exception()
 
-    async def _run(self) -> None:
-        async with self.manager.run():
-            self._ready.set()
-            await asyncio.Event().wait()
-
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         await self._ensure_running()
         await self.manager.handle_request(scope, receive, _flush_sse_headers(send))
+
+    async def _run(self) -> None:
+        async with self.manager.run():
+            self._ready.set()
+            await _purge_sessions_forever()
+
+
+async def _purge_sessions_forever() -> None:
+    interval = settings.GATEHOUSE["SESSION_PURGE_INTERVAL_SECONDS"]
+    if not interval:
+        await asyncio.Event().wait()
+    while True:
+        await asyncio.sleep(interval)
+        try:
+            ended, deleted = await sync_to_async(session_purge)()
+        except Exception:
+            # A failed sweep (database away) must not stop the endpoint; the next one retries.
+            logger.exception("MCP session purge failed")
+        else:
+            if ended or deleted:
+                logger.info("MCP session purge: %d ended as idle, %d deleted", ended, deleted)
 
 
 # An SSE comment line: clients ignore it, and it carries no event.
@@ -102,10 +122,10 @@ def mcp_app_build() -> McpAuthMiddleware:
     server = server_build(registry=registry)
     # Only the session manager this creates is used; Channels does the routing. Host and Origin
     # are checked by McpAuthMiddleware against Django's ALLOWED_HOSTS, so the SDK's copy is off.
+    # Stateless: sessions live in Postgres (McpSessionMiddleware), so any process serves any of them.
     server.streamable_http_app(
         json_response=False,
-        stateless_http=False,
-        session_idle_timeout=SESSION_IDLE_SECONDS,
+        stateless_http=True,
         transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
     )
-    return McpAuthMiddleware(McpTransportApp(server.session_manager))
+    return McpAuthMiddleware(McpSessionMiddleware(McpTransportApp(server.session_manager)))

@@ -21,6 +21,7 @@ class Identity:
     tenant_name: str
     role: str
     scopes: frozenset[str]
+    application_id: int
     client_id: str
     client_name: str
     token_id: int

@@ -6,6 +6,7 @@ import hashlib
 
 from asgiref.sync import sync_to_async
 from django.db import close_old_connections
+from django.db.models import OuterRef, Subquery
 from django.utils import timezone
 
 from accounts.models import Membership
@@ -32,8 +33,13 @@ def _identity_from_bearer(raw_token: str) -> Identity:
     close_old_connections()
     # DOT indexes sha256(token); looking up by it avoids comparing secrets in Python at all.
     checksum = hashlib.sha256(raw_token.encode("utf-8")).hexdigest()
+    current_role = Membership.objects.filter(
+        user_id=OuterRef("user_id"), tenant_id=OuterRef("tenant_id"), tenant__is_active=True
+    ).values("role")[:1]
+    # One query: the token, its user, tenant and client, and the caller's role as it is now.
     token = (
         AccessToken.objects.select_related("user", "tenant", "application")
+        .annotate(current_role=Subquery(current_role))
         .filter(token_checksum=checksum)
         .first()
     )
@@ -41,22 +47,17 @@ def _identity_from_bearer(raw_token: str) -> Identity:
         raise AuthenticationFailed(TOKEN_UNKNOWN)
     if token.expires <= timezone.now():
         raise AuthenticationFailed(TOKEN_EXPIRED)
-    tenant = token.tenant
-    if tenant is None or not _issued_for_mcp(token.resource):
+    tenant, application = token.tenant, token.application
+    if tenant is None or application is None or not _issued_for_mcp(token.resource):
         raise AuthenticationFailed(TOKEN_WRONG_RESOURCE)
     user = token.user
     if user is None or not user.is_active:
         raise AuthenticationFailed(TOKEN_USER_INACTIVE)
-    role = (
-        Membership.objects.filter(user_id=user.pk, tenant_id=tenant.pk, tenant__is_active=True)
-        .values_list("role", flat=True)
-        .first()
-    )
+    role = token.current_role
     if role is None:
         raise AuthenticationFailed(TOKEN_NOT_MEMBER)
     # A role downgrade takes effect at once: the token keeps only what the role still allows.
     scopes = frozenset(token.scope.split()) & scopes_for_role(role=role)
-    application = token.application
     return Identity(
         user_id=user.pk,
         username=user.get_username(),
@@ -65,8 +66,9 @@ def _identity_from_bearer(raw_token: str) -> Identity:
         tenant_name=tenant.name,
         role=role,
         scopes=scopes,
-        client_id=application.client_id if application else "",
-        client_name=(application.name or application.client_id) if application else "",
+        application_id=application.pk,
+        client_id=application.client_id,
+        client_name=application.name or application.client_id,
         token_id=token.pk,
     )
 

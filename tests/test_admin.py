@@ -17,6 +17,7 @@ PAGES = [
     "admin:oauth_accesstoken_changelist",
     "admin:oauth_refreshtoken_changelist",
     "admin:oauth_grant_changelist",
+    "admin:mcp_gateway_mcpsession_changelist",
 ]
 
 

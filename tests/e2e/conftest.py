@@ -43,10 +43,14 @@ def database_url(django_db_setup, django_db_blocker) -> str:
 
 
 def _serve(
-    tmp_path_factory: pytest.TempPathFactory, database_url: str, name: str, **env: str
+    tmp_path_factory: pytest.TempPathFactory,
+    database_url: str,
+    name: str,
+    public_url: str | None = None,
+    **env: str,
 ) -> Iterator[DaphneServer]:
     log_path = Path(tmp_path_factory.mktemp("daphne")) / f"{name}.log"
-    server = DaphneServer(database_url=database_url, log_path=log_path, extra_env=env)
+    server = DaphneServer(database_url=database_url, log_path=log_path, public_url=public_url, extra_env=env)
     server.start()
     try:
         yield server
@@ -57,6 +61,18 @@ def _serve(
 @pytest.fixture(scope="session")
 def server(demo, database_url, tmp_path_factory) -> Iterator[DaphneServer]:
     yield from _serve(tmp_path_factory, database_url, "main")
+
+
+@pytest.fixture(scope="session")
+def second_server(server, database_url, tmp_path_factory) -> Iterator[DaphneServer]:
+    """Another process behind the same public URL, sharing the database: a second replica."""
+    yield from _serve(tmp_path_factory, database_url, "second", public_url=server.public_url)
+
+
+@pytest.fixture
+def doomed_server(server, database_url, tmp_path_factory) -> Iterator[DaphneServer]:
+    """A replica a test may kill."""
+    yield from _serve(tmp_path_factory, database_url, "doomed", public_url=server.public_url)
 
 
 @pytest.fixture(scope="session")

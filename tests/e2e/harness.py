@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import json
 import os
 import secrets
 import socket
@@ -33,6 +34,8 @@ from mcp.shared.auth import (
 BASE_DIR = Path(__file__).resolve().parents[2]
 REDIRECT_URI = "http://127.0.0.1:9/callback"
 DEMO_PASSWORD = "demo-password-for-tests"
+# Shared by every server process of a run, as real replicas share one secret.
+E2E_SECRET_KEY = "e2e-secret-key-" + secrets.token_hex(16)
 
 
 def free_port() -> int:
@@ -44,18 +47,28 @@ def free_port() -> int:
 class DaphneServer:
     """Gatehouse under Daphne in its own process, on the test database."""
 
-    def __init__(self, *, database_url: str, log_path: Path, extra_env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        database_url: str,
+        log_path: Path,
+        public_url: str | None = None,
+        extra_env: dict[str, str] | None = None,
+    ) -> None:
         self.port = free_port()
         self.base_url = f"http://127.0.0.1:{self.port}"
         self.mcp_url = f"{self.base_url}/mcp"
+        # Several processes behind one load balancer share one public URL.
+        self.public_url = public_url or self.base_url
+        self.resource_url = f"{self.public_url}/mcp"
         self.log_path = log_path
         self.env = {
             **os.environ,
             "DATABASE_URL": database_url,
             "DEBUG": "false",
-            "SECRET_KEY": "e2e-secret-key-" + secrets.token_hex(16),
+            "SECRET_KEY": E2E_SECRET_KEY,
             "PORT": str(self.port),
-            "PUBLIC_URL": self.base_url,
+            "PUBLIC_URL": self.public_url,
             "PYTHONUNBUFFERED": "1",
             **(extra_env or {}),
         }
@@ -95,6 +108,12 @@ class DaphneServer:
                 pass
             time.sleep(0.2)
         raise RuntimeError(f"Daphne did not become ready:\n{self.log_path.read_text()}")
+
+    def kill(self) -> None:
+        """Die the hard way, as a crashed or OOM-killed worker would."""
+        if self.process is not None:
+            self.process.kill()
+            self.process.wait()
 
     def stop(self) -> None:
         if self.process is None:
@@ -217,9 +236,29 @@ class Person:
     logins: int = 0
 
 
+class RoundRobin(httpx2.AsyncHTTPTransport):
+    """A load balancer in miniature: each request goes to the next server's port, Host unchanged."""
+
+    def __init__(self, ports: list[int]) -> None:
+        super().__init__()
+        self.ports = ports
+        self.served: list[int] = []
+
+    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        port = self.ports[len(self.served) % len(self.ports)]
+        self.served.append(port)
+        request.url = request.url.copy_with(port=port)
+        return await super().handle_async_request(request)
+
+
 @asynccontextmanager
 async def sdk_client(
-    server: DaphneServer, person: Person, *, mode: str = "legacy", storage: MemoryTokenStorage | None = None
+    server: DaphneServer,
+    person: Person,
+    *,
+    mode: str = "legacy",
+    storage: MemoryTokenStorage | None = None,
+    transport: httpx2.AsyncBaseTransport | None = None,
 ) -> AsyncIterator[tuple[Client, MemoryTokenStorage]]:
     """The official SDK client with its OAuthClientProvider; the person consents in the browser."""
     storage = storage or MemoryTokenStorage()
@@ -251,7 +290,7 @@ async def sdk_client(
     )
     try:
         async with (
-            httpx2.AsyncClient(auth=provider, timeout=30) as http,
+            httpx2.AsyncClient(auth=provider, timeout=30, transport=transport) as http,
             Client(streamable_http_client(server.mcp_url, http_client=http), mode=mode) as client,
         ):
             yield client, storage
@@ -298,7 +337,7 @@ class OAuthDriver:
             "redirect_uri": REDIRECT_URI,
             "scope": "mcp:read mcp:write",
             "state": secrets.token_urlsafe(8),
-            "resource": self.server.mcp_url,
+            "resource": self.server.resource_url,
         }
         if challenge is not None:
             params["code_challenge"] = challenge
@@ -315,7 +354,7 @@ class OAuthDriver:
             "code": code,
             "redirect_uri": REDIRECT_URI,
             "client_id": client_id,
-            "resource": self.server.mcp_url,
+            "resource": self.server.resource_url,
             **extra,
         }
         if verifier is not None:
@@ -376,3 +415,64 @@ def initialize_body(request_id: int = 1) -> dict[str, Any]:
             "clientInfo": {"name": "raw-http", "version": "1"},
         },
     }
+
+
+def sse_messages(response: httpx.Response) -> list[dict[str, Any]]:
+    """The JSON-RPC messages in an SSE (or plain JSON) MCP response."""
+    if response.headers.get("content-type", "").startswith("application/json"):
+        return [response.json()]
+    return [json.loads(line[5:]) for line in response.text.splitlines() if line.startswith("data:")]
+
+
+class RawMcp:
+    """Raw Streamable HTTP requests, for what the SDK client hides: headers, ids, status codes."""
+
+    def __init__(self, token: str) -> None:
+        self.token = token
+        self.http = httpx.AsyncClient(timeout=15)
+        self.next_id = 1
+
+    async def aclose(self) -> None:
+        await self.http.aclose()
+
+    def headers(self, session_id: str | None = None, **extra: str) -> dict[str, str]:
+        headers = {
+            **MCP_HEADERS,
+            "authorization": f"Bearer {self.token}",
+            "mcp-protocol-version": "2025-11-25",
+        }
+        if session_id is not None:
+            headers["mcp-session-id"] = session_id
+        return {**headers, **extra}
+
+    async def initialize(self, url: str, *, client_name: str = "raw-http") -> str:
+        body = initialize_body()
+        body["params"]["clientInfo"] = {"name": client_name, "version": "9.9"}
+        response = await self.http.post(
+            url, json=body, headers={**MCP_HEADERS, "authorization": f"Bearer {self.token}"}
+        )
+        assert response.status_code == 200, response.text
+        session_id = response.headers["mcp-session-id"]
+        notified = await self.http.post(
+            url,
+            json={"jsonrpc": "2.0", "method": "notifications/initialized"},
+            headers=self.headers(session_id),
+        )
+        assert notified.status_code == 202, notified.text
+        return session_id
+
+    async def request(
+        self, url: str, method: str, params: dict[str, Any] | None = None, **kw: Any
+    ) -> httpx.Response:
+        self.next_id += 1
+        body = {"jsonrpc": "2.0", "id": self.next_id, "method": method, "params": params or {}}
+        return await self.http.post(url, json=body, headers=self.headers(**kw))
+
+    async def result(
+        self, url: str, method: str, params: dict[str, Any] | None = None, **kw: Any
+    ) -> dict[str, Any]:
+        response = await self.request(url, method, params, **kw)
+        assert response.status_code == 200, response.text
+        (message,) = [m for m in sse_messages(response) if "id" in m]
+        assert "result" in message, message
+        return dict(message["result"])

@@ -1,0 +1,189 @@
+"""Handshake-era MCP sessions kept in the database, in front of the SDK's stateless transport.
+
+The SDK keeps a stateful session's transport in one process's memory, so a second process
+answers 404 for it. Gatehouse instead runs the SDK transport statelessly (a fresh transport per
+request) and keeps what a session is (who opened it, with which client, scopes and protocol version,
+and whether it is still alive) in Postgres. Any process can then serve any request of any session.
+
+What this gives up: on 2025-era protocols the server has no back-channel (no standalone GET stream),
+so server-to-client requests such as elicitation and sampling, and notifications outside a request,
+are not offered; progress and log notifications still reach the client on the SSE response of the
+request they belong to. 2026-07-28 requests carry their own envelope and need no session at all.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from typing import Any
+
+from asgiref.sync import sync_to_async
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, LATEST_HANDSHAKE_VERSION
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from mcp_gateway.identity import SCOPE_KEY as IDENTITY_KEY
+from mcp_gateway.identity import Identity
+from mcp_gateway.models import TerminationReason
+from mcp_gateway.sessions import session_new_id, session_open, session_resume, session_terminate
+
+SESSION_HEADER = b"mcp-session-id"
+VERSION_HEADER = b"mcp-protocol-version"
+SESSION_KEY = "gatehouse.session"
+MAX_BODY_BYTES = 4 * 1024 * 1024
+
+SESSION_REQUIRED = "Bad Request: Missing session ID"
+SESSION_NOT_FOUND = "Session not found"
+VERSION_MISMATCH = "Bad Request: MCP-Protocol-Version does not match the session's negotiated version"
+BODY_TOO_LARGE = "Request body too large"
+NO_STREAM = "This server offers no standalone SSE stream; notifications arrive on each request's response."
+
+
+def _header(scope: Scope, name: bytes) -> str | None:
+    for key, value in scope.get("headers", []):
+        if key == name:
+            return str(value.decode("latin-1"))
+    return None
+
+
+async def _jsonrpc_error(
+    send: Send, *, status: int, message: str, code: int = -32600, extra: Any = ()
+) -> None:
+    body = json.dumps({"jsonrpc": "2.0", "id": None, "error": {"code": code, "message": message}}).encode()
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()), *extra]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+class _BodyTooLarge(Exception):
+    pass
+
+
+async def _read_body(receive: Receive) -> bytes:
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            break
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > MAX_BODY_BYTES:
+            raise _BodyTooLarge
+        chunks.append(chunk)
+        if not message.get("more_body", False):
+            break
+    return b"".join(chunks)
+
+
+def _replay(body: bytes, receive: Receive) -> Receive:
+    delivered = False
+
+    async def replayed() -> Message:
+        nonlocal delivered
+        if not delivered:
+            delivered = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return replayed
+
+
+def _initialize_params(body: bytes) -> dict[str, Any] | None:
+    """The params of an ``initialize`` request, or None for anything else (batches included)."""
+    try:
+        message = json.loads(body)
+    except ValueError:
+        return None
+    if isinstance(message, dict) and message.get("method") == "initialize":
+        params = message.get("params")
+        return params if isinstance(params, dict) else {}
+    return None
+
+
+def _negotiated_version(requested: Any) -> str:
+    # The SDK's own rule: the client's version when it is one we speak, else our latest.
+    return requested if requested in HANDSHAKE_PROTOCOL_VERSIONS else LATEST_HANDSHAKE_VERSION
+
+
+class McpSessionMiddleware:
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        version = _header(scope, VERSION_HEADER)
+        if scope["type"] != "http" or (version is not None and version not in HANDSHAKE_PROTOCOL_VERSIONS):
+            # 2026-07-28 and later: every request stands alone; unknown versions are the SDK's to refuse.
+            await self.app(scope, receive, send)
+            return
+        identity: Identity = scope[IDENTITY_KEY]
+        session_id = _header(scope, SESSION_HEADER)
+        method = scope["method"]
+
+        if method == "POST":
+            try:
+                body = await _read_body(receive)
+            except _BodyTooLarge:
+                await _jsonrpc_error(send, status=413, message=BODY_TOO_LARGE)
+                return
+            init_params = _initialize_params(body)
+            if init_params is not None:
+                await self._initialize(scope, _replay(body, receive), send, identity, init_params)
+                return
+            receive = _replay(body, receive)
+
+        if session_id is None:
+            await _jsonrpc_error(send, status=400, message=SESSION_REQUIRED)
+            return
+        session = await sync_to_async(session_resume)(session_id=session_id, identity=identity)
+        if session is None:
+            await _jsonrpc_error(send, status=404, message=SESSION_NOT_FOUND, code=-32001)
+            return
+        if method == "DELETE":
+            await sync_to_async(session_terminate)(session=session, reason=TerminationReason.CLIENT)
+            await send({"type": "http.response.start", "status": 204, "headers": []})
+            await send({"type": "http.response.body", "body": b""})
+            return
+        if method != "POST":
+            await _jsonrpc_error(send, status=405, message=NO_STREAM, extra=[(b"allow", b"POST, DELETE")])
+            return
+        if version is not None and version != session.protocol_version:
+            await _jsonrpc_error(send, status=400, message=VERSION_MISMATCH)
+            return
+        scope = dict(scope)
+        scope[SESSION_KEY] = session
+        if version is None:
+            # 2024-11-05 clients send no version header; the SDK must still speak the session's version.
+            scope["headers"] = [*scope["headers"], (VERSION_HEADER, session.protocol_version.encode())]
+        # A session opened with fewer scopes never gains more from a later, broader token.
+        scope[IDENTITY_KEY] = _narrowed(identity, session.scope_set)
+        await self.app(scope, receive, send)
+
+    async def _initialize(
+        self, scope: Scope, receive: Receive, send: Send, identity: Identity, params: dict[str, Any]
+    ) -> None:
+        session_id = session_new_id()
+        raw_client_info = params.get("clientInfo")
+        client_info: dict[str, Any] = raw_client_info if isinstance(raw_client_info, dict) else {}
+        protocol_version = _negotiated_version(params.get("protocolVersion"))
+
+        async def send_with_session(message: Message) -> None:
+            if message["type"] == "http.response.start" and message["status"] == 200:
+                # The row exists before the client can learn the id.
+                await sync_to_async(session_open)(
+                    session_id=session_id,
+                    identity=identity,
+                    protocol_version=protocol_version,
+                    client_name=str(client_info.get("name", "")),
+                    client_version=str(client_info.get("version", "")),
+                )
+                message = {
+                    **message,
+                    "headers": [*message.get("headers", []), (SESSION_HEADER, session_id.encode())],
+                }
+            await send(message)
+
+        await self.app(scope, receive, send_with_session)
+
+
+def _narrowed(identity: Identity, session_scopes: frozenset[str]) -> Identity:
+    return replace(identity, scopes=identity.scopes & session_scopes)

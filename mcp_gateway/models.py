@@ -1,0 +1,46 @@
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+
+from accounts.models import Tenant
+
+
+class TerminationReason(models.TextChoices):
+    CLIENT = "client", "Ended by the client (DELETE)"
+    EXPIRED = "expired", "Idle for longer than the session lifetime"
+    OPERATOR = "operator", "Ended by an operator"
+
+
+class McpSession(models.Model):
+    """One MCP session (the handshake-era ``Mcp-Session-Id``), shared by every server process.
+
+    Nothing about a session lives in a process's memory, so any worker serves any session and a
+    worker can die without losing one.
+    """
+
+    id = models.CharField(primary_key=True, max_length=64, editable=False)
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="mcp_sessions")
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="mcp_sessions")
+    application = models.ForeignKey(
+        settings.OAUTH2_PROVIDER_APPLICATION_MODEL, on_delete=models.CASCADE, related_name="mcp_sessions"
+    )
+    scopes = models.CharField(max_length=500, help_text="The scopes in force when the session opened.")
+    protocol_version = models.CharField(max_length=32)
+    client_name = models.CharField(max_length=200, blank=True)
+    client_version = models.CharField(max_length=100, blank=True)
+    created = models.DateTimeField(auto_now_add=True)
+    last_seen = models.DateTimeField()
+    terminated_at = models.DateTimeField(null=True, blank=True)
+    termination_reason = models.CharField(max_length=20, choices=TerminationReason.choices, blank=True)
+
+    class Meta:
+        ordering = ["-last_seen"]
+        indexes = [models.Index(fields=["terminated_at", "last_seen"], name="mcp_session_liveness")]
+
+    def __str__(self) -> str:
+        return f"{self.id[:12]}… ({self.user} in {self.tenant})"
+
+    @property
+    def scope_set(self) -> frozenset[str]:
+        return frozenset(self.scopes.split())

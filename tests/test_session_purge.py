@@ -1,0 +1,52 @@
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.core.management import call_command
+from django.utils import timezone
+
+from mcp_gateway.models import McpSession
+from tests.factories import ApplicationFactory, MembershipFactory
+
+pytestmark = pytest.mark.django_db
+
+
+def _session(key: str, *, idle: timedelta, ended: timedelta | None = None) -> McpSession:
+    membership = MembershipFactory.create()
+    now = timezone.now()
+    return McpSession.objects.create(
+        id=f"purge-test-{key}",
+        user=membership.user,
+        tenant=membership.tenant,
+        application=ApplicationFactory(),
+        scopes="mcp:read",
+        protocol_version="2025-11-25",
+        last_seen=now - idle,
+        terminated_at=None if ended is None else now - ended,
+        termination_reason="" if ended is None else "client",
+    )
+
+
+def test_it_ends_idle_sessions_and_deletes_old_ended_ones(capsys):
+    live = _session("live", idle=timedelta(minutes=5))
+    idle = _session("idle", idle=timedelta(hours=2))
+    recently_ended = _session("recent", idle=timedelta(hours=2), ended=timedelta(days=1))
+    long_ended = _session("old", idle=timedelta(days=9), ended=timedelta(days=8))
+
+    call_command("purge_mcp_sessions")
+
+    assert "Ended 1 idle session(s); deleted 1 old session(s)." in capsys.readouterr().out
+    live.refresh_from_db()
+    idle.refresh_from_db()
+    assert live.terminated_at is None
+    assert idle.termination_reason == "expired"
+    assert McpSession.objects.filter(pk=recently_ended.pk).exists()
+    assert not McpSession.objects.filter(pk=long_ended.pk).exists()
+
+
+def test_running_it_again_changes_nothing(capsys):
+    _session("idle", idle=timedelta(hours=2))
+    call_command("purge_mcp_sessions")
+    call_command("purge_mcp_sessions")
+    assert capsys.readouterr().out.splitlines()[-1] == "Ended 0 idle session(s); deleted 0 old session(s)."
