@@ -13,7 +13,6 @@ request they belong to. 2026-07-28 requests carry their own envelope and need no
 
 from __future__ import annotations
 
-import json
 from dataclasses import replace
 from typing import Any
 
@@ -21,6 +20,7 @@ from asgiref.sync import sync_to_async
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, LATEST_HANDSHAKE_VERSION
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from mcp_gateway.asgi_envelope import MESSAGE_KEY, jsonrpc_error
 from mcp_gateway.identity import SCOPE_KEY as IDENTITY_KEY
 from mcp_gateway.identity import Identity
 from mcp_gateway.models import TerminationReason
@@ -29,12 +29,10 @@ from mcp_gateway.sessions import session_new_id, session_open, session_resume, s
 SESSION_HEADER = b"mcp-session-id"
 VERSION_HEADER = b"mcp-protocol-version"
 SESSION_KEY = "gatehouse.session"
-MAX_BODY_BYTES = 4 * 1024 * 1024
 
 SESSION_REQUIRED = "Bad Request: Missing session ID"
 SESSION_NOT_FOUND = "Session not found"
 VERSION_MISMATCH = "Bad Request: MCP-Protocol-Version does not match the session's negotiated version"
-BODY_TOO_LARGE = "Request body too large"
 NO_STREAM = "This server offers no standalone SSE stream; notifications arrive on each request's response."
 
 
@@ -45,55 +43,8 @@ def _header(scope: Scope, name: bytes) -> str | None:
     return None
 
 
-async def _jsonrpc_error(
-    send: Send, *, status: int, message: str, code: int = -32600, extra: Any = ()
-) -> None:
-    body = json.dumps({"jsonrpc": "2.0", "id": None, "error": {"code": code, "message": message}}).encode()
-    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()), *extra]
-    await send({"type": "http.response.start", "status": status, "headers": headers})
-    await send({"type": "http.response.body", "body": body})
-
-
-class _BodyTooLarge(Exception):
-    pass
-
-
-async def _read_body(receive: Receive) -> bytes:
-    chunks: list[bytes] = []
-    size = 0
-    while True:
-        message = await receive()
-        if message["type"] != "http.request":
-            break
-        chunk = message.get("body", b"")
-        size += len(chunk)
-        if size > MAX_BODY_BYTES:
-            raise _BodyTooLarge
-        chunks.append(chunk)
-        if not message.get("more_body", False):
-            break
-    return b"".join(chunks)
-
-
-def _replay(body: bytes, receive: Receive) -> Receive:
-    delivered = False
-
-    async def replayed() -> Message:
-        nonlocal delivered
-        if not delivered:
-            delivered = True
-            return {"type": "http.request", "body": body, "more_body": False}
-        return await receive()
-
-    return replayed
-
-
-def _initialize_params(body: bytes) -> dict[str, Any] | None:
-    """The params of an ``initialize`` request, or None for anything else (batches included)."""
-    try:
-        message = json.loads(body)
-    except ValueError:
-        return None
+def _initialize_params(message: Any) -> dict[str, Any] | None:
+    """The params of an ``initialize`` request, or None for any other message."""
     if isinstance(message, dict) and message.get("method") == "initialize":
         params = message.get("params")
         return params if isinstance(params, dict) else {}
@@ -120,23 +71,17 @@ class McpSessionMiddleware:
         method = scope["method"]
 
         if method == "POST":
-            try:
-                body = await _read_body(receive)
-            except _BodyTooLarge:
-                await _jsonrpc_error(send, status=413, message=BODY_TOO_LARGE)
-                return
-            init_params = _initialize_params(body)
+            init_params = _initialize_params(scope.get(MESSAGE_KEY))
             if init_params is not None:
-                await self._initialize(scope, _replay(body, receive), send, identity, init_params)
+                await self._initialize(scope, receive, send, identity, init_params)
                 return
-            receive = _replay(body, receive)
 
         if session_id is None:
-            await _jsonrpc_error(send, status=400, message=SESSION_REQUIRED)
+            await jsonrpc_error(send, status=400, code=-32600, message=SESSION_REQUIRED)
             return
         session = await sync_to_async(session_resume)(session_id=session_id, identity=identity)
         if session is None:
-            await _jsonrpc_error(send, status=404, message=SESSION_NOT_FOUND, code=-32001)
+            await jsonrpc_error(send, status=404, code=-32002, message=SESSION_NOT_FOUND)
             return
         if method == "DELETE":
             await sync_to_async(session_terminate)(session=session, reason=TerminationReason.CLIENT)
@@ -144,10 +89,12 @@ class McpSessionMiddleware:
             await send({"type": "http.response.body", "body": b""})
             return
         if method != "POST":
-            await _jsonrpc_error(send, status=405, message=NO_STREAM, extra=[(b"allow", b"POST, DELETE")])
+            await jsonrpc_error(
+                send, status=405, code=-32600, message=NO_STREAM, headers=[(b"allow", b"POST, DELETE")]
+            )
             return
         if version is not None and version != session.protocol_version:
-            await _jsonrpc_error(send, status=400, message=VERSION_MISMATCH)
+            await jsonrpc_error(send, status=400, code=-32600, message=VERSION_MISMATCH)
             return
         scope = dict(scope)
         scope[SESSION_KEY] = session

@@ -18,8 +18,9 @@ from mcp_types import ToolAnnotations
 from starlette.types import Message, Receive, Scope, Send
 
 from mcp_gateway.asgi_auth import McpAuthMiddleware
+from mcp_gateway.asgi_envelope import JsonRpcEnvelopeMiddleware
 from mcp_gateway.asgi_sessions import McpSessionMiddleware
-from mcp_gateway.rbac import ScopeGate
+from mcp_gateway.guard import RequestGuard, guarded_handler
 from mcp_gateway.registry import Registry, registry_load
 from mcp_gateway.sessions import session_purge
 
@@ -37,11 +38,11 @@ def server_build(*, registry: Registry) -> MCPServer:
         title="Gatehouse",
         version="0.1.0",
         instructions=INSTRUCTIONS,
-        middleware=[ScopeGate(registry)],
     )
+    server.middleware.append(RequestGuard(registry, server))
     for spec in registry.tools:
         server.add_tool(
-            spec.handler,
+            guarded_handler(spec),
             name=spec.name,
             title=spec.title,
             description=spec.description,
@@ -128,4 +129,5 @@ def mcp_app_build() -> McpAuthMiddleware:
         stateless_http=True,
         transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
     )
-    return McpAuthMiddleware(McpSessionMiddleware(McpTransportApp(server.session_manager)))
+    transport = McpTransportApp(server.session_manager)
+    return McpAuthMiddleware(JsonRpcEnvelopeMiddleware(McpSessionMiddleware(transport)))

@@ -1,23 +1,29 @@
 """The application's one error hierarchy and its translation to JSON-RPC.
 
-Services raise these; ``as_mcp_error`` is the only place they become JSON-RPC errors, and
-``mcp_gateway.http.error_response`` the only place they become HTTP responses.
+Services and tools raise these; ``as_mcp_error`` is the only place any exception becomes a JSON-RPC
+error. The HTTP layer's answers (401, 403, 404 ...) are written by the ASGI middleware that owns
+them (``asgi_auth``, ``asgi_sessions``).
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable
 from typing import Any
 
+from django.db import DatabaseError
 from mcp.shared.exceptions import MCPError
 
+logger = logging.getLogger(__name__)
+
 INSUFFICIENT_SCOPE = "The access token lacks a scope this tool requires."
+INTERNAL_ERROR = "Internal error. It has been logged; try again or contact the operator."
 
 
 class GatehouseError(Exception):
     jsonrpc_code = -32603
     http_status = 500
-    default_message = "Internal error."
+    default_message = INTERNAL_ERROR
 
     def __init__(self, message: str | None = None, *, data: dict[str, Any] | None = None) -> None:
         self.message = message or self.default_message
@@ -48,17 +54,49 @@ class InsufficientScope(PermissionDenied):
         )
 
 
-class NotFound(GatehouseError):
-    jsonrpc_code = -32002
-    http_status = 404
-    default_message = "Not found."
-
-
 class InvalidInput(GatehouseError):
     jsonrpc_code = -32602
     http_status = 422
     default_message = "Invalid parameters."
 
 
-def as_mcp_error(error: GatehouseError) -> MCPError:
-    return MCPError(code=error.jsonrpc_code, message=error.message, data=error.data)
+class NotFound(GatehouseError):
+    jsonrpc_code = -32002
+    http_status = 404
+    default_message = "Not found."
+
+
+class NotReady(GatehouseError):
+    jsonrpc_code = -32003
+    http_status = 409
+    default_message = "Not ready yet; try again shortly."
+
+
+class Timeout(GatehouseError):
+    jsonrpc_code = -32004
+    http_status = 504
+    default_message = "The operation took too long and was stopped."
+
+
+class Unavailable(GatehouseError):
+    jsonrpc_code = -32005
+    http_status = 503
+    default_message = "A service this needs (database or upstream) is unavailable; try again shortly."
+
+
+def as_mcp_error(error: BaseException) -> MCPError:
+    """The JSON-RPC error a client sees for any exception raised while serving its request."""
+    if isinstance(error, MCPError):
+        return error
+    if isinstance(error, GatehouseError):
+        translated = error
+    elif isinstance(error, TimeoutError):
+        translated = Timeout()
+    elif isinstance(error, DatabaseError):
+        logger.error("Database unavailable while serving an MCP request", exc_info=error)
+        translated = Unavailable()
+    else:
+        # Internals (messages, stack traces) go to the log, never to the client.
+        logger.error("Unexpected error while serving an MCP request", exc_info=error)
+        translated = GatehouseError()
+    return MCPError(code=translated.jsonrpc_code, message=translated.message, data=translated.data)

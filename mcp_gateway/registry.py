@@ -15,6 +15,8 @@ from django.core.exceptions import ImproperlyConfigured
 
 from accounts.scopes import scope_definitions
 
+DEFAULT_TIMEOUT_SECONDS = 60.0
+
 
 @dataclass(frozen=True)
 class ToolSpec:
@@ -24,6 +26,7 @@ class ToolSpec:
     scopes: frozenset[str]
     title: str | None = None
     read_only: bool = True
+    timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS
 
 
 @dataclass(frozen=True)
@@ -34,7 +37,13 @@ class Toolset:
 
 
 def tool(
-    *, name: str, description: str, scopes: Iterable[str], title: str | None = None, read_only: bool = True
+    *,
+    name: str,
+    description: str,
+    scopes: Iterable[str],
+    title: str | None = None,
+    read_only: bool = True,
+    timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS,
 ) -> Callable[[Callable[..., Awaitable[Any]]], ToolSpec]:
     def decorate(handler: Callable[..., Awaitable[Any]]) -> ToolSpec:
         return ToolSpec(
@@ -44,6 +53,7 @@ def tool(
             scopes=frozenset(scopes),
             title=title,
             read_only=read_only,
+            timeout_seconds=timeout_seconds,
         )
 
     return decorate

@@ -66,7 +66,9 @@ async def whoami(ctx: Context) -> WhoAmI:
 )
 async def set_display_name(
     display_name: Annotated[
-        str, StringConstraints(strip_whitespace=True, min_length=1, max_length=DISPLAY_NAME_MAX)
+        str,
+        # The pattern puts "not blank" in the published input schema, so it is checked at the boundary.
+        StringConstraints(strip_whitespace=True, min_length=1, max_length=DISPLAY_NAME_MAX, pattern=r"\S"),
     ],
     ctx: Context,
 ) -> DisplayName:

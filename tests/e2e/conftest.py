@@ -76,6 +76,17 @@ def doomed_server(server, database_url, tmp_path_factory) -> Iterator[DaphneServ
 
 
 @pytest.fixture(scope="session")
+def faults_server(demo, database_url, tmp_path_factory) -> Iterator[DaphneServer]:
+    """Serves the test-only `faults` toolset beside the product's own."""
+    yield from _serve(
+        tmp_path_factory,
+        database_url,
+        "faults",
+        GATEHOUSE_TOOLSETS="mcp_gateway.toolsets.account,tests.toolsets.faults",
+    )
+
+
+@pytest.fixture(scope="session")
 def short_token_server(demo, database_url, tmp_path_factory) -> Iterator[DaphneServer]:
     """Access tokens live two seconds here, so a test can watch a client refresh."""
     yield from _serve(tmp_path_factory, database_url, "short-tokens", OAUTH_ACCESS_TOKEN_SECONDS="2")

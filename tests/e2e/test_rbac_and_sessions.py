@@ -40,11 +40,12 @@ async def test_an_admin_can_call_a_write_tool(server):
     assert (await User.objects.aget(username="alice")).display_name == "Alice A."
 
 
-async def test_a_write_tool_rejects_an_empty_display_name(server):
+async def test_a_write_tool_rejects_a_blank_display_name_before_running(server):
     async with sdk_client(server, Person("alice")) as (client, _):
-        result = await client.call_tool("set_display_name", {"display_name": "   "})
-    assert result.is_error is True
-    assert (await User.objects.aget(username="alice")).display_name != ""
+        with pytest.raises(MCPError) as refusal:
+            await client.call_tool("set_display_name", {"display_name": "   "})
+    assert refusal.value.code == -32602
+    assert (await User.objects.aget(username="alice")).display_name != "   "
 
 
 async def test_a_session_id_used_with_another_user_s_token_is_not_found(server):

@@ -1,0 +1,92 @@
+"""Read a POST body once, and answer malformed JSON-RPC with the right code before anything else.
+
+The SDK's transport answers a well-formed JSON body that is not a JSON-RPC 2.0 message with -32602
+and a pydantic dump; JSON-RPC 2.0 calls that an Invalid Request (-32600), and the dump helps no one.
+The parsed message is left in the scope so later layers need not parse it again.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from mcp_types import jsonrpc_message_adapter
+from pydantic import ValidationError
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+MESSAGE_KEY = "gatehouse.message"
+MAX_BODY_BYTES = 4 * 1024 * 1024
+
+PARSE_ERROR = "Parse error: the body is not valid JSON."
+INVALID_REQUEST = "Invalid Request: the body is not a JSON-RPC 2.0 request, notification or response."
+BODY_TOO_LARGE = "Request body too large."
+
+
+async def jsonrpc_error(
+    send: Send, *, status: int, code: int, message: str, headers: list[tuple[bytes, bytes]] | None = None
+) -> None:
+    body = json.dumps({"jsonrpc": "2.0", "id": None, "error": {"code": code, "message": message}}).encode()
+    raw_headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    await send({"type": "http.response.start", "status": status, "headers": raw_headers + (headers or [])})
+    await send({"type": "http.response.body", "body": body})
+
+
+class _BodyTooLarge(Exception):
+    pass
+
+
+async def _read_body(receive: Receive) -> bytes:
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            break
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > MAX_BODY_BYTES:
+            raise _BodyTooLarge
+        chunks.append(chunk)
+        if not message.get("more_body", False):
+            break
+    return b"".join(chunks)
+
+
+def _replay(body: bytes, receive: Receive) -> Receive:
+    delivered = False
+
+    async def replayed() -> Message:
+        nonlocal delivered
+        if not delivered:
+            delivered = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return replayed
+
+
+class JsonRpcEnvelopeMiddleware:
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["method"] != "POST":
+            await self.app(scope, receive, send)
+            return
+        try:
+            body = await _read_body(receive)
+        except _BodyTooLarge:
+            await jsonrpc_error(send, status=413, code=-32600, message=BODY_TOO_LARGE)
+            return
+        try:
+            parsed: Any = json.loads(body)
+        except ValueError:
+            await jsonrpc_error(send, status=400, code=-32700, message=PARSE_ERROR)
+            return
+        try:
+            # The SDK's own message schema; MCP has no JSON-RPC batches since 2025-06-18.
+            jsonrpc_message_adapter.validate_python(parsed, by_name=False)
+        except ValidationError:
+            await jsonrpc_error(send, status=400, code=-32600, message=INVALID_REQUEST)
+            return
+        await self.app({**scope, MESSAGE_KEY: parsed}, _replay(body, receive), send)
