@@ -1,9 +1,15 @@
 from __future__ import annotations
 
+from typing import Any
+
+from django import forms
 from django.contrib import admin
 from django.contrib.auth.admin import UserAdmin as BaseUserAdmin
+from django.http import HttpRequest
 
 from accounts.models import Membership, Tenant, User
+from mcp_gateway.models import TenantToolset
+from mcp_gateway.registry import default_registry
 
 
 class MembershipInline(admin.TabularInline):
@@ -17,13 +23,27 @@ class UserAdmin(BaseUserAdmin):
     inlines = [MembershipInline]
 
 
+class TenantToolsetInline(admin.TabularInline):
+    model = TenantToolset
+    extra = 0
+    fields = ["toolset", "enabled", "updated"]
+    readonly_fields = ["updated"]
+
+    def formfield_for_dbfield(self, db_field: Any, request: HttpRequest, **kwargs: Any) -> Any:
+        if db_field.name == "toolset":
+            # Offer the toolsets this deployment serves, not free text.
+            choices = [(t.name, f"{t.name}: {t.description}") for t in default_registry().toolsets]
+            return forms.ChoiceField(choices=choices, label="Toolset")
+        return super().formfield_for_dbfield(db_field, request, **kwargs)
+
+
 @admin.register(Tenant)
 class TenantAdmin(admin.ModelAdmin):
     list_display = ["slug", "name", "is_active", "created"]
     list_filter = ["is_active"]
     search_fields = ["slug", "name"]
     prepopulated_fields = {"slug": ["name"]}
-    inlines = [MembershipInline]
+    inlines = [MembershipInline, TenantToolsetInline]
 
 
 @admin.register(Membership)

@@ -177,6 +177,8 @@ GATEHOUSE: dict[str, Any] = {
     "SESSION_RETENTION_SECONDS": env_int("MCP_SESSION_RETENTION_SECONDS", default=7 * 24 * 3600, minimum=0),
     # How often each server process runs the purge in the background (0 turns it off).
     "SESSION_PURGE_INTERVAL_SECONDS": env_int("MCP_SESSION_PURGE_INTERVAL_SECONDS", default=600, minimum=0),
+    # How long each process trusts its copy of a tenant's enabled toolsets.
+    "TOOLSET_CACHE_SECONDS": env_int("MCP_TOOLSET_CACHE_SECONDS", default=5, minimum=0),
 }
 
 LOGGING = {

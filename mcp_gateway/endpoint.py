@@ -21,7 +21,7 @@ from mcp_gateway.asgi_auth import McpAuthMiddleware
 from mcp_gateway.asgi_envelope import JsonRpcEnvelopeMiddleware
 from mcp_gateway.asgi_sessions import McpSessionMiddleware
 from mcp_gateway.guard import RequestGuard, guarded_handler
-from mcp_gateway.registry import Registry, registry_load
+from mcp_gateway.registry import Registry, default_registry
 from mcp_gateway.sessions import session_purge
 
 logger = logging.getLogger(__name__)
@@ -49,6 +49,9 @@ def server_build(*, registry: Registry) -> MCPServer:
             annotations=ToolAnnotations(read_only_hint=spec.read_only),
             structured_output=True,
         )
+    for toolset in registry.toolsets:
+        if toolset.install is not None:
+            toolset.install(server)
     return server
 
 
@@ -119,7 +122,7 @@ def _flush_sse_headers(send: Send) -> Send:
 
 
 def mcp_app_build() -> McpAuthMiddleware:
-    registry = registry_load(module_paths=settings.GATEHOUSE["TOOLSETS"])
+    registry = default_registry()
     server = server_build(registry=registry)
     # Only the session manager this creates is used; Channels does the routing. Host and Origin
     # are checked by McpAuthMiddleware against Django's ALLOWED_HOSTS, so the SDK's copy is off.

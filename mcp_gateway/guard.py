@@ -1,5 +1,6 @@
-"""What stands between a JSON-RPC request and a tool: scopes, argument validation, time limits, and
-the translation of every failure into the error vocabulary (``errors.as_mcp_error``)."""
+"""What stands between a JSON-RPC request and a tool, resource or prompt: the tenant's toolsets,
+scopes, argument validation, time limits, and the translation of every failure into the error
+vocabulary (``errors.as_mcp_error``)."""
 
 from __future__ import annotations
 
@@ -8,17 +9,21 @@ import functools
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from asgiref.sync import sync_to_async
 from jsonschema import Draft202012Validator
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 
 from mcp_gateway.errors import InsufficientScope, InvalidInput, as_mcp_error
-from mcp_gateway.identity import identity_from_request
+from mcp_gateway.identity import Identity, identity_from_request
 from mcp_gateway.rbac import missing_scopes, tool_allowed
 from mcp_gateway.registry import Registry, ToolSpec
+from mcp_gateway.toolset_access import toolsets_enabled, toolsets_enabled_cached
 
 UNKNOWN_TOOL = "Unknown tool"
+UNKNOWN_RESOURCE = "Unknown resource"
+UNKNOWN_PROMPT = "Unknown prompt"
 INVALID_ARGUMENTS = "Invalid arguments"
 
 
@@ -52,28 +57,82 @@ class RequestGuard:
 
     async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
         try:
+            if ctx.request_id is None or ctx.method in {"initialize", "ping"}:
+                return await call_next(ctx)
+            identity = identity_from_request(ctx.request)
+            enabled = await self._enabled(identity)
+            params = ctx.params if isinstance(ctx.params, dict) else {}
             if ctx.method == "tools/call":
-                await self._check_call(ctx)
+                await self._check_call(params, identity, enabled)
+            elif ctx.method == "resources/read":
+                self._check_owned(
+                    self.registry.toolset_of_resource(str(params.get("uri", ""))), enabled, UNKNOWN_RESOURCE
+                )
+            elif ctx.method == "prompts/get":
+                self._check_owned(
+                    self.registry.toolset_of_prompt(str(params.get("name", ""))), enabled, UNKNOWN_PROMPT
+                )
             result = await call_next(ctx)
-            if ctx.method == "tools/list" and isinstance(result, dict):
-                granted = identity_from_request(ctx.request).scopes
-                result["tools"] = [entry for entry in result.get("tools", []) if self._listed(entry, granted)]
+            if isinstance(result, dict):
+                self._filter_listing(ctx.method, result, identity, enabled)
             return result
         except Exception as error:
             raise as_mcp_error(error) from error
 
-    def _listed(self, entry: dict[str, Any], granted: frozenset[str]) -> bool:
-        spec = self.registry.get(str(entry.get("name")))
-        return spec is not None and tool_allowed(spec=spec, granted=granted)
+    async def _enabled(self, identity: Identity) -> frozenset[str]:
+        cached = toolsets_enabled_cached(tenant_id=identity.tenant_id)
+        if cached is not None:
+            return cached
+        return await sync_to_async(toolsets_enabled)(tenant_id=identity.tenant_id, registry=self.registry)
 
-    async def _check_call(self, ctx: ServerRequestContext[Any, Any]) -> None:
-        params = ctx.params if isinstance(ctx.params, dict) else {}
+    def _filter_listing(
+        self, method: str, result: dict[str, Any], identity: Identity, enabled: frozenset[str]
+    ) -> None:
+        if method == "tools/list":
+            result["tools"] = [
+                t
+                for t in result.get("tools", [])
+                if self._tool_visible(str(t.get("name")), identity, enabled)
+            ]
+        elif method == "resources/list":
+            result["resources"] = [
+                r
+                for r in result.get("resources", [])
+                if self.registry.toolset_of_resource(str(r.get("uri"))) in enabled
+            ]
+        elif method == "resources/templates/list":
+            result["resourceTemplates"] = [
+                r
+                for r in result.get("resourceTemplates", [])
+                if self.registry.toolset_of_resource(str(r.get("uriTemplate"))) in enabled
+            ]
+        elif method == "prompts/list":
+            result["prompts"] = [
+                p
+                for p in result.get("prompts", [])
+                if self.registry.toolset_of_prompt(str(p.get("name"))) in enabled
+            ]
+
+    def _tool_visible(self, name: str, identity: Identity, enabled: frozenset[str]) -> bool:
+        spec = self.registry.get(name)
+        return (
+            spec is not None
+            and self.registry.toolset_of_tool(name) in enabled
+            and tool_allowed(spec=spec, granted=identity.scopes)
+        )
+
+    @staticmethod
+    def _check_owned(toolset: str | None, enabled: frozenset[str], message: str) -> None:
+        # Another tenant's toolset is indistinguishable from one that does not exist.
+        if toolset is not None and toolset not in enabled:
+            raise InvalidInput(message)
+
+    async def _check_call(self, params: dict[str, Any], identity: Identity, enabled: frozenset[str]) -> None:
         name = str(params.get("name", ""))
         spec = self.registry.get(name)
-        if spec is None:
+        if spec is None or self.registry.toolset_of_tool(name) not in enabled:
             raise InvalidInput(f"{UNKNOWN_TOOL}: {name}", data={"tool": name})
-        granted = identity_from_request(ctx.request).scopes
-        missing = missing_scopes(required=spec.scopes, granted=granted)
+        missing = missing_scopes(required=spec.scopes, granted=identity.scopes)
         if missing:
             raise InsufficientScope(required=spec.scopes, missing=missing)
         arguments = params.get("arguments") or {}

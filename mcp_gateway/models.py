@@ -44,3 +44,19 @@ class McpSession(models.Model):
     @property
     def scope_set(self) -> frozenset[str]:
         return frozenset(self.scopes.split())
+
+
+class TenantToolset(models.Model):
+    """A tenant's choice about one toolset; without a row the toolset's own default applies."""
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="toolsets")
+    toolset = models.CharField(max_length=100)
+    enabled = models.BooleanField()
+    updated = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["tenant__slug", "toolset"]
+        constraints = [models.UniqueConstraint(fields=["tenant", "toolset"], name="tenant_toolset_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.toolset} {'on' if self.enabled else 'off'} for {self.tenant}"

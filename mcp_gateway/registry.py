@@ -6,12 +6,15 @@ is added. Each tool declares the scopes it needs next to its code.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from importlib import import_module
 from typing import Any
 
+from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
+from mcp.server.mcpserver import MCPServer
 
 from accounts.scopes import scope_definitions
 
@@ -31,9 +34,20 @@ class ToolSpec:
 
 @dataclass(frozen=True)
 class Toolset:
+    """A self-contained group of tools (and optionally resources and prompts), enabled per tenant.
+
+    ``install`` registers the toolset's resources, resource templates, prompts and completions on
+    the SDK server; ``resource_prefixes`` and ``prompts`` say which of them it owns, so a tenant that
+    has not enabled the toolset neither sees nor reaches them.
+    """
+
     name: str
     description: str
     tools: tuple[ToolSpec, ...] = field(default_factory=tuple)
+    enabled_by_default: bool = True
+    install: Callable[[MCPServer], None] | None = None
+    resource_prefixes: tuple[str, ...] = ()
+    prompts: tuple[str, ...] = ()
 
 
 def tool(
@@ -63,8 +77,13 @@ class Registry:
     def __init__(self, toolsets: Iterable[Toolset]) -> None:
         self.toolsets = tuple(toolsets)
         self._tools: dict[str, ToolSpec] = {}
+        self._toolset_of_tool: dict[str, str] = {}
+        self._by_name: dict[str, Toolset] = {}
         known_scopes = set(scope_definitions())
         for toolset in self.toolsets:
+            if toolset.name in self._by_name:
+                raise ImproperlyConfigured(f"Two toolsets are named {toolset.name!r}.")
+            self._by_name[toolset.name] = toolset
             for spec in toolset.tools:
                 if spec.name in self._tools:
                     raise ImproperlyConfigured(f"Tool {spec.name!r} is defined by two toolsets.")
@@ -74,6 +93,24 @@ class Registry:
                         f"Tool {spec.name!r} needs unregistered scopes {sorted(unknown)}."
                     )
                 self._tools[spec.name] = spec
+                self._toolset_of_tool[spec.name] = toolset.name
+
+    def toolset(self, name: str) -> Toolset | None:
+        return self._by_name.get(name)
+
+    def toolset_of_tool(self, name: str) -> str | None:
+        return self._toolset_of_tool.get(name)
+
+    def toolset_of_resource(self, uri: str) -> str | None:
+        return next(
+            (t.name for t in self.toolsets if any(uri.startswith(p) for p in t.resource_prefixes)), None
+        )
+
+    def toolset_of_prompt(self, name: str) -> str | None:
+        return next((t.name for t in self.toolsets if name in t.prompts), None)
+
+    def default_enabled(self) -> frozenset[str]:
+        return frozenset(t.name for t in self.toolsets if t.enabled_by_default)
 
     @property
     def tools(self) -> tuple[ToolSpec, ...]:
@@ -92,3 +129,9 @@ def registry_load(*, module_paths: Iterable[str]) -> Registry:
             raise ImproperlyConfigured(f"Toolset module {path!r} must define `toolset = Toolset(...)`.")
         toolsets.append(toolset)
     return Registry(toolsets)
+
+
+@functools.cache
+def default_registry() -> Registry:
+    """The registry of the toolsets this deployment serves (``GATEHOUSE["TOOLSETS"]``)."""
+    return registry_load(module_paths=settings.GATEHOUSE["TOOLSETS"])

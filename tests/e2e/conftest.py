@@ -83,6 +83,7 @@ def faults_server(demo, database_url, tmp_path_factory) -> Iterator[DaphneServer
         database_url,
         "faults",
         GATEHOUSE_TOOLSETS="mcp_gateway.toolsets.account,tests.toolsets.faults",
+        MCP_TOOLSET_CACHE_SECONDS="0",
     )
 
 

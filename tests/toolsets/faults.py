@@ -50,5 +50,6 @@ async def count_with_progress(steps: int, ctx: Context) -> int:
 toolset = Toolset(
     name="faults",
     description="Deliberate failures for tests.",
+    enabled_by_default=True,
     tools=(fail_internal, fail_not_found, fail_not_ready, fail_slowly, fail_database, count_with_progress),
 )

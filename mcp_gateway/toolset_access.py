@@ -1,0 +1,54 @@
+"""Which toolsets a tenant has enabled.
+
+Read on every MCP request, so it is cached per process for a few seconds: an operator's change
+takes effect within ``MCP_TOOLSET_CACHE_SECONDS`` everywhere, without a query on the hot path.
+"""
+
+from __future__ import annotations
+
+import time
+
+from django.conf import settings
+
+from accounts.models import Tenant
+from mcp_gateway.models import TenantToolset
+from mcp_gateway.registry import Registry
+
+_cache: dict[int, tuple[float, frozenset[str]]] = {}
+
+
+def toolsets_enabled_cached(*, tenant_id: int) -> frozenset[str] | None:
+    """The cached answer, without touching the database (safe on the event loop)."""
+    cached = _cache.get(tenant_id)
+    if cached is not None and cached[0] > time.monotonic():
+        return cached[1]
+    return None
+
+
+def toolsets_enabled(*, tenant_id: int, registry: Registry) -> frozenset[str]:
+    cached = toolsets_enabled_cached(tenant_id=tenant_id)
+    if cached is not None:
+        return cached
+    now = time.monotonic()
+    enabled = set(registry.default_enabled())
+    for name, on in TenantToolset.objects.filter(tenant_id=tenant_id).values_list("toolset", "enabled"):
+        if registry.toolset(name) is None:
+            continue
+        if on:
+            enabled.add(name)
+        else:
+            enabled.discard(name)
+    result = frozenset(enabled)
+    _cache[tenant_id] = (now + settings.GATEHOUSE["TOOLSET_CACHE_SECONDS"], result)
+    return result
+
+
+def toolset_set_enabled(*, tenant: Tenant, toolset: str, enabled: bool, registry: Registry) -> TenantToolset:
+    if registry.toolset(toolset) is None:
+        known = ", ".join(sorted(t.name for t in registry.toolsets))
+        raise ValueError(f"Unknown toolset {toolset!r}. This deployment serves: {known}.")
+    row, _ = TenantToolset.objects.update_or_create(
+        tenant=tenant, toolset=toolset, defaults={"enabled": enabled}
+    )
+    _cache.pop(tenant.pk, None)
+    return row
