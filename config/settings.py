@@ -169,7 +169,9 @@ OAUTH2_PROVIDER = {
 
 # App settings, namespaced in one dict read with defaults (mcp_gateway.conf).
 GATEHOUSE: dict[str, Any] = {
-    "TOOLSETS": env_list("GATEHOUSE_TOOLSETS", default=["mcp_gateway.toolsets.account"]),
+    "TOOLSETS": env_list(
+        "GATEHOUSE_TOOLSETS", default=["mcp_gateway.toolsets.account", "mcp_gateway.toolsets.conformance"]
+    ),
     "MCP_ALLOWED_ORIGINS": env_list("MCP_ALLOWED_ORIGINS", default=[]),
     # An MCP session idle this long answers 404 and the client initializes a new one.
     "SESSION_IDLE_SECONDS": env_int("MCP_SESSION_IDLE_SECONDS", default=3600, minimum=1),

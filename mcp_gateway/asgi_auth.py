@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Iterable
+from urllib.parse import urlsplit
 
 from django.conf import settings
 from django.db import DatabaseError
@@ -60,8 +61,16 @@ def _header(scope: Scope, name: bytes) -> str | None:
     return None
 
 
-def _allowed_origins() -> set[str]:
-    return {settings.PUBLIC_URL, *settings.GATEHOUSE["MCP_ALLOWED_ORIGINS"]}
+_LOOPBACK = {"127.0.0.1", "localhost", "::1"}
+
+
+def _origin_allowed(origin: str) -> bool:
+    origin = origin.rstrip("/")
+    if origin in {settings.PUBLIC_URL, *settings.GATEHOUSE["MCP_ALLOWED_ORIGINS"]}:
+        return True
+    # A server on loopback is a developer's: any loopback origin is as local as it is.
+    public_host, origin_host = urlsplit(settings.PUBLIC_URL).hostname, urlsplit(origin).hostname
+    return public_host in _LOOPBACK and origin_host in _LOOPBACK
 
 
 class McpAuthMiddleware:
@@ -85,7 +94,7 @@ class McpAuthMiddleware:
             await _send_json(send, status=421, body={"error": "invalid_host", "error_description": BAD_HOST})
             return
         origin = _header(scope, b"origin")
-        if origin is not None and origin.rstrip("/") not in _allowed_origins():
+        if origin is not None and not _origin_allowed(origin):
             await _send_json(
                 send, status=403, body={"error": "invalid_origin", "error_description": BAD_ORIGIN}
             )

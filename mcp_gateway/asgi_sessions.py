@@ -32,7 +32,6 @@ SESSION_KEY = "gatehouse.session"
 
 SESSION_REQUIRED = "Bad Request: Missing session ID"
 SESSION_NOT_FOUND = "Session not found"
-VERSION_MISMATCH = "Bad Request: MCP-Protocol-Version does not match the session's negotiated version"
 NO_STREAM = "This server offers no standalone SSE stream; notifications arrive on each request's response."
 
 
@@ -92,9 +91,6 @@ class McpSessionMiddleware:
             await jsonrpc_error(
                 send, status=405, code=-32600, message=NO_STREAM, headers=[(b"allow", b"POST, DELETE")]
             )
-            return
-        if version is not None and version != session.protocol_version:
-            await jsonrpc_error(send, status=400, code=-32600, message=VERSION_MISMATCH)
             return
         scope = dict(scope)
         scope[SESSION_KEY] = session

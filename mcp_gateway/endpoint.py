@@ -8,21 +8,23 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from typing import Any
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
+from mcp.server.context import ServerRequestContext
 from mcp.server.mcpserver import MCPServer
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
-from mcp_types import ToolAnnotations
+from mcp_types import EmptyResult, SetLevelRequestParams, ToolAnnotations
 from starlette.types import Message, Receive, Scope, Send
 
 from mcp_gateway.asgi_auth import McpAuthMiddleware
 from mcp_gateway.asgi_envelope import JsonRpcEnvelopeMiddleware
-from mcp_gateway.asgi_sessions import McpSessionMiddleware
+from mcp_gateway.asgi_sessions import SESSION_KEY, McpSessionMiddleware
 from mcp_gateway.guard import RequestGuard, guarded_handler
 from mcp_gateway.registry import Registry, default_registry
-from mcp_gateway.sessions import session_purge
+from mcp_gateway.sessions import session_purge, session_set_log_level
 
 logger = logging.getLogger(__name__)
 
@@ -47,12 +49,21 @@ def server_build(*, registry: Registry) -> MCPServer:
             title=spec.title,
             description=spec.description,
             annotations=ToolAnnotations(read_only_hint=spec.read_only),
-            structured_output=True,
+            structured_output=spec.structured,
         )
     for toolset in registry.toolsets:
         if toolset.install is not None:
             toolset.install(server)
+    # MCPServer has no public hook for logging/setLevel; the low-level server is where it lives.
+    server._lowlevel_server.add_request_handler("logging/setLevel", SetLevelRequestParams, _set_log_level)
     return server
+
+
+async def _set_log_level(ctx: ServerRequestContext[Any, Any], params: SetLevelRequestParams) -> EmptyResult:
+    session = getattr(ctx.request, "scope", {}).get(SESSION_KEY)
+    if session is not None:
+        await sync_to_async(session_set_log_level)(session_id=session.pk, level=params.level)
+    return EmptyResult()
 
 
 class McpTransportApp:

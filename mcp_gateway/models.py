@@ -29,6 +29,7 @@ class McpSession(models.Model):
     protocol_version = models.CharField(max_length=32)
     client_name = models.CharField(max_length=200, blank=True)
     client_version = models.CharField(max_length=100, blank=True)
+    log_level = models.CharField(max_length=20, blank=True, help_text="Set by the client's logging/setLevel.")
     created = models.DateTimeField(auto_now_add=True)
     last_seen = models.DateTimeField()
     terminated_at = models.DateTimeField(null=True, blank=True)

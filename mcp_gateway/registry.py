@@ -30,6 +30,8 @@ class ToolSpec:
     title: str | None = None
     read_only: bool = True
     timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS
+    # Structured tools publish an output schema and return structured content.
+    structured: bool = True
 
 
 @dataclass(frozen=True)
@@ -58,6 +60,7 @@ def tool(
     title: str | None = None,
     read_only: bool = True,
     timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS,
+    structured: bool = True,
 ) -> Callable[[Callable[..., Awaitable[Any]]], ToolSpec]:
     def decorate(handler: Callable[..., Awaitable[Any]]) -> ToolSpec:
         return ToolSpec(
@@ -68,6 +71,7 @@ def tool(
             title=title,
             read_only=read_only,
             timeout_seconds=timeout_seconds,
+            structured=structured,
         )
 
     return decorate

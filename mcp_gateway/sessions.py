@@ -83,3 +83,7 @@ def session_purge() -> tuple[int, int]:
     retention = timedelta(seconds=settings.GATEHOUSE["SESSION_RETENTION_SECONDS"])
     deleted, _ = McpSession.objects.filter(Q(terminated_at__lte=now - retention)).delete()
     return ended, deleted
+
+
+def session_set_log_level(*, session_id: str, level: str) -> None:
+    McpSession.objects.filter(pk=session_id).update(log_level=level)

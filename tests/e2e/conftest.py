@@ -58,9 +58,17 @@ def _serve(
         server.stop()
 
 
+MAIN_SERVER_TOOLSET_CACHE_SECONDS = 1
+
+
 @pytest.fixture(scope="session")
 def server(demo, database_url, tmp_path_factory) -> Iterator[DaphneServer]:
-    yield from _serve(tmp_path_factory, database_url, "main")
+    yield from _serve(
+        tmp_path_factory,
+        database_url,
+        "main",
+        MCP_TOOLSET_CACHE_SECONDS=str(MAIN_SERVER_TOOLSET_CACHE_SECONDS),
+    )
 
 
 @pytest.fixture(scope="session")

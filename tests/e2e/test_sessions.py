@@ -140,12 +140,23 @@ async def test_there_is_no_standalone_stream_to_open(server, alice):
     assert response.headers["allow"] == "POST, DELETE"
 
 
-async def test_a_protocol_version_other_than_the_session_s_is_refused(server, alice):
+async def test_another_supported_protocol_version_header_is_tolerated(server, alice):
+    """The conformance suite sends 2025-03-26 after a 2025-11-25 handshake; only unsupported
+    versions are refused."""
     session_id = await alice.initialize(server.mcp_url)
-    headers = alice.headers(session_id, **{"mcp-protocol-version": "2025-06-18"})
-    body = {"jsonrpc": "2.0", "id": 7, "method": "tools/list", "params": {}}
-    response = await alice.http.post(server.mcp_url, json=body, headers=headers)
-    assert response.status_code == 400
+    listing = {"jsonrpc": "2.0", "id": 7, "method": "tools/list", "params": {}}
+    older = await alice.http.post(
+        server.mcp_url,
+        json=listing,
+        headers=alice.headers(session_id, **{"mcp-protocol-version": "2025-03-26"}),
+    )
+    bogus = await alice.http.post(
+        server.mcp_url,
+        json=listing,
+        headers=alice.headers(session_id, **{"mcp-protocol-version": "1999-01-01"}),
+    )
+    assert older.status_code == 200
+    assert bogus.status_code == 400
 
 
 async def test_a_2024_client_without_a_version_header_keeps_its_negotiated_version(server, alice):

@@ -1,0 +1,232 @@
+"""The fixtures the official MCP conformance suite calls (``test_simple_text``, ``test://static-text``,
+...), so the suite can be run against Gatehouse with authentication on. Off unless a tenant enables it
+(``manage.py toolsets enable TENANT conformance``). Texts and payloads follow the suite's reference
+server."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+from typing import Any
+
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.mcpserver.prompts.base import Message, UserMessage
+from mcp_types import (
+    AudioContent,
+    Completion,
+    CompletionArgument,
+    CompletionContext,
+    ContentBlock,
+    EmbeddedResource,
+    EmptyResult,
+    ImageContent,
+    PromptReference,
+    ResourceTemplateReference,
+    SubscribeRequestParams,
+    TextContent,
+    TextResourceContents,
+    UnsubscribeRequestParams,
+)
+
+from accounts.scopes import SCOPE_READ
+from mcp_gateway.registry import Toolset, tool
+
+PNG_1X1 = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg=="
+WAV_EMPTY = "UklGRiYAAABXQVZFZm10IBAAAAABAAEAQB8AAAB9AAACABAAZGF0YQIAAAA="
+
+
+def _fixture(name: str, description: str) -> Any:
+    return tool(name=name, description=description, scopes=[SCOPE_READ], structured=False)
+
+
+@_fixture("test_simple_text", "Returns a simple text response.")
+async def test_simple_text() -> list[ContentBlock]:
+    return [TextContent(type="text", text="This is a simple text response for testing.")]
+
+
+@_fixture("test_image_content", "Returns a 1x1 PNG image.")
+async def test_image_content() -> list[ContentBlock]:
+    return [ImageContent(type="image", data=PNG_1X1, mime_type="image/png")]
+
+
+@_fixture("test_audio_content", "Returns a tiny WAV file.")
+async def test_audio_content() -> list[ContentBlock]:
+    return [AudioContent(type="audio", data=WAV_EMPTY, mime_type="audio/wav")]
+
+
+@_fixture("test_embedded_resource", "Returns an embedded text resource.")
+async def test_embedded_resource() -> list[ContentBlock]:
+    resource = TextResourceContents(
+        uri="test://embedded-resource", mime_type="text/plain", text="This is an embedded resource content."
+    )
+    return [EmbeddedResource(type="resource", resource=resource)]
+
+
+@_fixture("test_multiple_content_types", "Returns text, an image and an embedded resource.")
+async def test_multiple_content_types() -> list[ContentBlock]:
+    resource = TextResourceContents(
+        uri="test://mixed-content-resource", mime_type="application/json", text='{"test":"data","value":123}'
+    )
+    return [
+        TextContent(type="text", text="Multiple content types test:"),
+        ImageContent(type="image", data=PNG_1X1, mime_type="image/png"),
+        EmbeddedResource(type="resource", resource=resource),
+    ]
+
+
+@_fixture("test_tool_with_logging", "Sends three log messages while it runs.")
+async def test_tool_with_logging(ctx: Context) -> list[ContentBlock]:
+    for text in ("Tool execution started", "Tool processing data", "Tool execution completed"):
+        await ctx.log("info", text)
+        await asyncio.sleep(0.05)
+    return [TextContent(type="text", text="Tool with logging executed successfully")]
+
+
+@_fixture("test_tool_with_progress", "Reports progress three times while it runs.")
+async def test_tool_with_progress(ctx: Context) -> list[ContentBlock]:
+    for progress in (0, 50, 100):
+        await ctx.report_progress(progress, 100, f"Completed step {progress} of 100")
+        await asyncio.sleep(0.05)
+    token = (ctx.request_context.meta or {}).get("progress_token")
+    return [TextContent(type="text", text=str(token))]
+
+
+@_fixture("test_error_handling", "Always fails, as a tool result the model can read.")
+async def test_error_handling() -> list[ContentBlock]:
+    raise ToolError("This tool intentionally returns an error for testing")
+
+
+@_fixture("test_sampling", "Asks the client's model to complete a prompt.")
+async def test_sampling(prompt: str, ctx: Context) -> list[ContentBlock]:
+    raise ToolError(
+        "Sampling needs a server-to-client request, which Gatehouse's stateless sessions do not offer."
+    )
+
+
+@_fixture("test_elicitation", "Asks the person for information.")
+async def test_elicitation(message: str, ctx: Context) -> list[ContentBlock]:
+    raise ToolError(
+        "Elicitation needs a server-to-client request, which Gatehouse's stateless sessions do not offer."
+    )
+
+
+# Kept verbatim: the json-schema-2020-12 scenario checks these keywords survive publication.
+JSON_SCHEMA_2020_12 = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "type": "object",
+    "$defs": {
+        "address": {
+            "type": "object",
+            "properties": {"street": {"type": "string"}, "city": {"type": "string"}},
+        }
+    },
+    "properties": {"name": {"type": "string"}, "address": {"$ref": "#/$defs/address"}},
+    "additionalProperties": False,
+}
+
+
+def install(server: MCPServer) -> None:
+    """Resources, a resource template, prompts, completions and subscriptions for the suite."""
+
+    @server.resource(
+        "test://static-text", name="static-text", mime_type="text/plain", description="Static text"
+    )
+    async def static_text() -> str:
+        return "This is the content of the static text resource."
+
+    @server.resource(
+        "test://static-binary", name="static-binary", mime_type="image/png", description="A 1x1 PNG image"
+    )
+    async def static_binary() -> bytes:
+        return base64.b64decode(PNG_1X1)
+
+    @server.resource(
+        "test://watched-resource",
+        name="watched-resource",
+        mime_type="text/plain",
+        description="Can be watched",
+    )
+    async def watched_resource() -> str:
+        return "Watched resource content."
+
+    @server.resource(
+        "test://template/{id}/data", name="template", mime_type="application/json", description="Data by id"
+    )
+    async def template_data(id: str) -> str:
+        return json.dumps({"id": id, "templateTest": True, "data": f"Data for ID: {id}"})
+
+    @server.prompt(name="test_simple_prompt", description="A simple prompt without arguments")
+    async def simple_prompt() -> list[Message]:
+        return [UserMessage("This is a simple prompt for testing.")]
+
+    @server.prompt(name="test_prompt_with_arguments", description="A prompt with required arguments")
+    async def prompt_with_arguments(arg1: str, arg2: str) -> list[Message]:
+        return [UserMessage(f"Prompt with arguments: arg1='{arg1}', arg2='{arg2}'")]
+
+    @server.prompt(
+        name="test_prompt_with_embedded_resource", description="A prompt that includes an embedded resource"
+    )
+    async def prompt_with_embedded_resource(resourceUri: str) -> list[Message]:
+        resource = TextResourceContents(
+            uri=resourceUri, mime_type="text/plain", text="Embedded resource content for testing."
+        )
+        return [
+            UserMessage(EmbeddedResource(type="resource", resource=resource)),
+            UserMessage("Please process the embedded resource above."),
+        ]
+
+    @server.prompt(name="test_prompt_with_image", description="A prompt that includes image content")
+    async def prompt_with_image() -> list[Message]:
+        return [
+            UserMessage(ImageContent(type="image", data=PNG_1X1, mime_type="image/png")),
+            UserMessage("Please analyze the image above."),
+        ]
+
+    @server.completion()
+    async def complete(
+        ref: PromptReference | ResourceTemplateReference,
+        argument: CompletionArgument,
+        context: CompletionContext | None,
+    ) -> Completion:
+        return Completion(values=[], total=0, has_more=False)
+
+    async def subscribe(ctx: Any, params: SubscribeRequestParams) -> EmptyResult:
+        return EmptyResult()
+
+    async def unsubscribe(ctx: Any, params: UnsubscribeRequestParams) -> EmptyResult:
+        return EmptyResult()
+
+    # MCPServer has no public hook for these methods; the low-level server is where they live.
+    server._lowlevel_server.add_request_handler("resources/subscribe", SubscribeRequestParams, subscribe)
+    server._lowlevel_server.add_request_handler(
+        "resources/unsubscribe", UnsubscribeRequestParams, unsubscribe
+    )
+
+
+toolset = Toolset(
+    name="conformance",
+    description="Fixtures for the official MCP conformance suite. For testing deployments; off by default.",
+    tools=(
+        test_simple_text,
+        test_image_content,
+        test_audio_content,
+        test_embedded_resource,
+        test_multiple_content_types,
+        test_tool_with_logging,
+        test_tool_with_progress,
+        test_error_handling,
+        test_sampling,
+        test_elicitation,
+    ),
+    enabled_by_default=False,
+    install=install,
+    resource_prefixes=("test://",),
+    prompts=(
+        "test_simple_prompt",
+        "test_prompt_with_arguments",
+        "test_prompt_with_embedded_resource",
+        "test_prompt_with_image",
+    ),
+)
