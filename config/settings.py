@@ -181,6 +181,8 @@ GATEHOUSE: dict[str, Any] = {
     "SESSION_PURGE_INTERVAL_SECONDS": env_int("MCP_SESSION_PURGE_INTERVAL_SECONDS", default=600, minimum=0),
     # How long each process trusts its copy of a tenant's enabled toolsets.
     "TOOLSET_CACHE_SECONDS": env_int("MCP_TOOLSET_CACHE_SECONDS", default=5, minimum=0),
+    # Diagnostics: count every SQL query this process runs and report the total when it exits.
+    "COUNT_QUERIES": env_bool("GATEHOUSE_COUNT_QUERIES", default=False),
 }
 
 LOGGING = {
@@ -189,5 +191,11 @@ LOGGING = {
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", default="INFO")},
-    "loggers": {"httpx": {"level": "WARNING"}, "LiteLLM": {"level": "WARNING"}},
+    "loggers": {
+        "httpx": {"level": "WARNING"},
+        "LiteLLM": {"level": "WARNING"},
+        # The SDK logs every stateless transport's start and end at INFO.
+        "mcp.server.streamable_http": {"level": "WARNING"},
+        "mcp.server.streamable_http_manager": {"level": "WARNING"},
+    },
 }

@@ -38,5 +38,5 @@ class McpSessionAdmin(admin.ModelAdmin):
     def terminate(self, request: HttpRequest, queryset: QuerySet[McpSession]) -> None:
         live = list(queryset.filter(terminated_at__isnull=True))
         for session in live:
-            session_terminate(session=session, reason=TerminationReason.OPERATOR)
+            session_terminate(session_id=session.pk, reason=TerminationReason.OPERATOR)
         self.message_user(request, f"Terminated {len(live)} session(s).", messages.SUCCESS)

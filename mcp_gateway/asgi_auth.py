@@ -18,6 +18,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from accounts.scopes import scope_definitions
 from mcp_gateway.errors import AuthenticationFailed
 from mcp_gateway.identity import SCOPE_KEY, Identity
+from mcp_gateway.sessions import LiveSession
 from mcp_gateway.tokens import identity_from_bearer
 
 logger = logging.getLogger(__name__)
@@ -25,6 +26,8 @@ logger = logging.getLogger(__name__)
 TOKEN_MISSING = "A bearer token is required."
 TOKEN_MALFORMED = "The Authorization header must be 'Bearer <token>'."
 BAD_HOST = "Invalid Host header."
+# Where the session the request names is left, as found by the authenticating query (or None).
+LIVE_SESSION_KEY = "gatehouse.live_session"
 BAD_ORIGIN = "Origin not allowed."
 UNAVAILABLE = "The service is temporarily unavailable; retry shortly."
 
@@ -100,7 +103,7 @@ class McpAuthMiddleware:
             )
             return
         try:
-            identity, raw_token = await self._authenticate(scope)
+            identity, session, raw_token = await self._authenticate(scope)
         except DatabaseError:
             logger.exception("Token lookup failed: database unavailable")
             await _send_json(
@@ -138,12 +141,13 @@ class McpAuthMiddleware:
         )
         scope = dict(scope)
         scope[SCOPE_KEY] = identity
+        scope[LIVE_SESSION_KEY] = session
         scope["user"] = AuthenticatedUser(sdk_token)
         scope["auth"] = AuthCredentials(sorted(identity.scopes))
         await self.app(scope, receive, send)
 
     @staticmethod
-    async def _authenticate(scope: Scope) -> tuple[Identity, str]:
+    async def _authenticate(scope: Scope) -> tuple[Identity, LiveSession | None, str]:
         header = _header(scope, b"authorization")
         if header is None:
             raise AuthenticationFailed(TOKEN_MISSING)
@@ -151,4 +155,7 @@ class McpAuthMiddleware:
         raw_token = raw_token.strip()
         if scheme.lower() != "bearer" or not raw_token or " " in raw_token:
             raise AuthenticationFailed(TOKEN_MALFORMED)
-        return await identity_from_bearer(raw_token=raw_token), raw_token
+        identity, session = await identity_from_bearer(
+            raw_token=raw_token, session_id=_header(scope, b"mcp-session-id")
+        )
+        return identity, session, raw_token

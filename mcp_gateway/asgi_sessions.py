@@ -17,14 +17,24 @@ from dataclasses import replace
 from typing import Any
 
 from asgiref.sync import sync_to_async
+from django.utils import timezone
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, LATEST_HANDSHAKE_VERSION
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from mcp_gateway.asgi_auth import LIVE_SESSION_KEY
 from mcp_gateway.asgi_envelope import MESSAGE_KEY, jsonrpc_error
 from mcp_gateway.identity import SCOPE_KEY as IDENTITY_KEY
 from mcp_gateway.identity import Identity
 from mcp_gateway.models import TerminationReason
-from mcp_gateway.sessions import session_new_id, session_open, session_resume, session_terminate
+from mcp_gateway.sessions import (
+    LiveSession,
+    session_is_idle,
+    session_needs_touch,
+    session_new_id,
+    session_open,
+    session_terminate,
+    session_touch,
+)
 
 SESSION_HEADER = b"mcp-session-id"
 VERSION_HEADER = b"mcp-protocol-version"
@@ -78,12 +88,18 @@ class McpSessionMiddleware:
         if session_id is None:
             await jsonrpc_error(send, status=400, code=-32600, message=SESSION_REQUIRED)
             return
-        session = await sync_to_async(session_resume)(session_id=session_id, identity=identity)
+        session: LiveSession | None = scope.get(LIVE_SESSION_KEY)
+        now = timezone.now()
+        if session is not None and session_is_idle(session=session, now=now):
+            await sync_to_async(session_terminate)(session_id=session.id, reason=TerminationReason.EXPIRED)
+            session = None
         if session is None:
             await jsonrpc_error(send, status=404, code=-32002, message=SESSION_NOT_FOUND)
             return
+        if session_needs_touch(session=session, now=now):
+            await sync_to_async(session_touch)(session_id=session.id, now=now)
         if method == "DELETE":
-            await sync_to_async(session_terminate)(session=session, reason=TerminationReason.CLIENT)
+            await sync_to_async(session_terminate)(session_id=session.id, reason=TerminationReason.CLIENT)
             await send({"type": "http.response.start", "status": 204, "headers": []})
             await send({"type": "http.response.body", "body": b""})
             return
@@ -98,7 +114,7 @@ class McpSessionMiddleware:
             # 2024-11-05 clients send no version header; the SDK must still speak the session's version.
             scope["headers"] = [*scope["headers"], (VERSION_HEADER, session.protocol_version.encode())]
         # A session opened with fewer scopes never gains more from a later, broader token.
-        scope[IDENTITY_KEY] = _narrowed(identity, session.scope_set)
+        scope[IDENTITY_KEY] = _narrowed(identity, session.scopes)
         await self.app(scope, receive, send)
 
     async def _initialize(

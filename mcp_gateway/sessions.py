@@ -1,13 +1,15 @@
 """MCP sessions as database rows: open, resume, terminate, purge.
 
-Resuming costs one query; ``last_seen`` is written at most once a minute per session, so a busy
+Resuming costs no query of its own: the hot-path query that authenticates the request also reads
+the session (``tokens``). ``last_seen`` is written at most once a minute per session, so a busy
 session does not turn every call into a write.
 """
 
 from __future__ import annotations
 
 import secrets
-from datetime import timedelta
+from dataclasses import dataclass
+from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db.models import Q
@@ -44,34 +46,32 @@ def session_open(
     )
 
 
-def session_resume(*, session_id: str, identity: Identity) -> McpSession | None:
-    """The caller's live session with this id, or None: unknown, ended, idle too long, or opened by
-    another user, tenant or client all look the same from outside (404)."""
-    session = McpSession.objects.filter(
-        pk=session_id,
-        user_id=identity.user_id,
-        tenant_id=identity.tenant_id,
-        application_id=identity.application_id,
-        terminated_at__isnull=True,
-    ).first()
-    if session is None:
-        return None
-    now = timezone.now()
-    if session.last_seen <= now - _idle_limit():
-        session_terminate(session=session, reason=TerminationReason.EXPIRED)
-        return None
-    if session.last_seen <= now - TOUCH_INTERVAL:
-        McpSession.objects.filter(pk=session.pk).update(last_seen=now)
-        session.last_seen = now
-    return session
+@dataclass(frozen=True, slots=True)
+class LiveSession:
+    """A live session as the hot-path query reads it (``tokens``), with the caller's token."""
+
+    id: str
+    scopes: frozenset[str]
+    protocol_version: str
+    last_seen: datetime
 
 
-def session_terminate(*, session: McpSession, reason: TerminationReason) -> None:
-    now = timezone.now()
-    McpSession.objects.filter(pk=session.pk, terminated_at__isnull=True).update(
-        terminated_at=now, termination_reason=reason
+def session_is_idle(*, session: LiveSession, now: datetime) -> bool:
+    return session.last_seen <= now - _idle_limit()
+
+
+def session_needs_touch(*, session: LiveSession, now: datetime) -> bool:
+    return session.last_seen <= now - TOUCH_INTERVAL
+
+
+def session_touch(*, session_id: str, now: datetime) -> None:
+    McpSession.objects.filter(pk=session_id).update(last_seen=now)
+
+
+def session_terminate(*, session_id: str, reason: TerminationReason) -> None:
+    McpSession.objects.filter(pk=session_id, terminated_at__isnull=True).update(
+        terminated_at=timezone.now(), termination_reason=reason
     )
-    session.terminated_at, session.termination_reason = now, reason
 
 
 def session_purge() -> tuple[int, int]:

@@ -3,16 +3,22 @@
 from __future__ import annotations
 
 import hashlib
+import json
+from datetime import datetime
 
 from asgiref.sync import sync_to_async
-from django.db import close_old_connections
-from django.db.models import OuterRef, Subquery
+from django.contrib.auth import get_user_model
+from django.db import close_old_connections, connection
 from django.utils import timezone
+from django.utils.dateparse import parse_datetime
+from oauth2_provider.models import Application
 
-from accounts.models import Membership
+from accounts.models import Membership, Tenant
 from accounts.scopes import scopes_for_role
 from mcp_gateway.errors import AuthenticationFailed
 from mcp_gateway.identity import Identity
+from mcp_gateway.models import McpSession
+from mcp_gateway.sessions import LiveSession
 from oauth.models import AccessToken
 from oauth.resource import is_mcp_resource
 
@@ -27,52 +33,100 @@ def _issued_for_mcp(resource: object) -> bool:
     return isinstance(resource, list) and bool(resource) and all(is_mcp_resource(r) for r in resource)
 
 
-def _identity_from_bearer(raw_token: str) -> Identity:
+def _hot_path_sql() -> str:
+    # Table names come from the models, never from input; the one value is a bound parameter.
+    token, user, tenant = AccessToken._meta, get_user_model()._meta, Tenant._meta
+    application, membership, session = Application._meta, Membership._meta, McpSession._meta
+    return (
+        "SELECT t.id, t.expires, t.scope, t.resource, "  # noqa: S608
+        "u.id, u.username, u.is_active, tn.id, tn.slug, tn.name, tn.is_active, a.id, a.client_id, a.name, "
+        f"(SELECT m.role FROM {membership.db_table} m "
+        "WHERE m.user_id = t.user_id AND m.tenant_id = t.tenant_id), "
+        "s.id, s.scopes, s.protocol_version, s.last_seen "
+        f"FROM {token.db_table} t "
+        f"LEFT JOIN {user.db_table} u ON u.id = t.user_id "
+        f"LEFT JOIN {tenant.db_table} tn ON tn.id = t.tenant_id "
+        f"LEFT JOIN {application.db_table} a ON a.id = t.application_id "
+        # The caller's live session, when the request names one: only the user, tenant and client
+        # that opened it can find it.
+        f"LEFT JOIN {session.db_table} s ON s.id = %s AND s.user_id = t.user_id "
+        "AND s.tenant_id = t.tenant_id AND s.application_id = t.application_id AND s.terminated_at IS NULL "
+        "WHERE t.token_checksum = %s"
+    )
+
+
+_HOT_PATH_SQL: str | None = None
+
+
+def _identity_from_bearer(raw_token: str, session_id: str | None) -> tuple[Identity, LiveSession | None]:
+    global _HOT_PATH_SQL
     # MCP requests bypass Django's request signals, which is where stale or broken database
     # connections are normally dropped; do it here, on the thread that runs the queries.
     close_old_connections()
     # DOT indexes sha256(token); looking up by it avoids comparing secrets in Python at all.
     checksum = hashlib.sha256(raw_token.encode("utf-8")).hexdigest()
-    current_role = Membership.objects.filter(
-        user_id=OuterRef("user_id"), tenant_id=OuterRef("tenant_id"), tenant__is_active=True
-    ).values("role")[:1]
-    # One query: the token, its user, tenant and client, and the caller's role as it is now.
-    token = (
-        AccessToken.objects.select_related("user", "tenant", "application")
-        .annotate(current_role=Subquery(current_role))
-        .filter(token_checksum=checksum)
-        .first()
-    )
-    if token is None:
+    # The hot path of every MCP request: one hand-written query for the token, its user, tenant and
+    # client, and the caller's role as it is now. Through the ORM the same query cost ~8 ms of
+    # Python per request on these machines; as SQL it costs well under 1 ms.
+    if _HOT_PATH_SQL is None:
+        _HOT_PATH_SQL = _hot_path_sql()
+    with connection.cursor() as cursor:
+        cursor.execute(_HOT_PATH_SQL, [session_id or "", checksum])
+        row = cursor.fetchone()
+    if row is None:
         raise AuthenticationFailed(TOKEN_UNKNOWN)
-    if token.expires <= timezone.now():
+    (token_id, expires, scope, resource, user_id, username, user_active, tenant_id, tenant_slug, tenant_name,
+     tenant_active, application_id, client_id, client_name, role,
+     session_key, session_scopes, session_version, session_seen) = row  # fmt: skip
+    expires = _as_datetime(expires)
+    if expires <= timezone.now():
         raise AuthenticationFailed(TOKEN_EXPIRED)
-    tenant, application = token.tenant, token.application
-    if tenant is None or application is None or not _issued_for_mcp(token.resource):
+    if isinstance(resource, str):
+        resource = json.loads(resource)
+    if tenant_id is None or application_id is None or not _issued_for_mcp(resource):
         raise AuthenticationFailed(TOKEN_WRONG_RESOURCE)
-    user = token.user
-    if user is None or not user.is_active:
+    if user_id is None or not user_active:
         raise AuthenticationFailed(TOKEN_USER_INACTIVE)
-    role = token.current_role
-    if role is None:
+    if role is None or not tenant_active:
         raise AuthenticationFailed(TOKEN_NOT_MEMBER)
     # A role downgrade takes effect at once: the token keeps only what the role still allows.
-    scopes = frozenset(token.scope.split()) & scopes_for_role(role=role)
-    return Identity(
-        user_id=user.pk,
-        username=user.get_username(),
-        tenant_id=tenant.pk,
-        tenant_slug=tenant.slug,
-        tenant_name=tenant.name,
+    scopes = frozenset(scope.split()) & scopes_for_role(role=role)
+    identity = Identity(
+        user_id=user_id,
+        username=username,
+        tenant_id=tenant_id,
+        tenant_slug=tenant_slug,
+        tenant_name=tenant_name,
         role=role,
         scopes=scopes,
-        application_id=application.pk,
-        client_id=application.client_id,
-        client_name=application.name or application.client_id,
-        token_id=token.pk,
+        application_id=application_id,
+        client_id=client_id,
+        client_name=client_name or client_id,
+        token_id=token_id,
     )
+    session = None
+    if session_key is not None:
+        session = LiveSession(
+            id=session_key,
+            scopes=frozenset(session_scopes.split()),
+            protocol_version=session_version,
+            last_seen=_as_datetime(session_seen),
+        )
+    return identity, session
 
 
-async def identity_from_bearer(*, raw_token: str) -> Identity:
-    """One hop to the ORM thread for the whole lookup, rather than one per query."""
-    return await sync_to_async(_identity_from_bearer)(raw_token)
+def _as_datetime(value: datetime | str) -> datetime:
+    # PostgreSQL hands back datetimes; SQLite, text.
+    if isinstance(value, datetime):
+        return value
+    parsed = parse_datetime(value)
+    if parsed is None:
+        raise ValueError(f"not a timestamp: {value!r}")
+    return parsed
+
+
+async def identity_from_bearer(
+    *, raw_token: str, session_id: str | None
+) -> tuple[Identity, LiveSession | None]:
+    """The caller, and their live session if the request names one: one query, one thread hop."""
+    return await sync_to_async(_identity_from_bearer)(raw_token, session_id)

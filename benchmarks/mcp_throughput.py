@@ -1,0 +1,256 @@
+"""Authenticated tools/call throughput: Gatehouse under Daphne against a bare SDK server.
+
+    .venv/bin/python benchmarks/mcp_throughput.py [--seconds 8] [--concurrency 1,16,64]
+
+Starts both servers on loopback, opens one MCP session per concurrent worker (2025-11-25
+handshake), and drives `tools/call test_simple_text` for a fixed time at each concurrency with an
+aiohttp client (an httpx client saturates before the servers do). Prints calls/second, p50 and p99
+latency side by side, and the SQL queries Gatehouse ran per request. Uses the PostgreSQL database
+at BENCH_DATABASE_URL (default postgres://postgres@127.0.0.1:5432/gatehouse_bench), created and
+migrated if needed. A measurement, not a test: it asserts nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import re
+import secrets
+import socket
+import statistics
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from datetime import timedelta
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import aiohttp
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+PYTHON = sys.executable
+CALL = {
+    "jsonrpc": "2.0",
+    "id": 2,
+    "method": "tools/call",
+    "params": {"name": "test_simple_text", "arguments": {}},
+}
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def wait_for(port: int, process: subprocess.Popen[bytes], timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"server on port {port} exited early")
+        with socket.socket() as sock:
+            if sock.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.1)
+    raise RuntimeError(f"server on port {port} did not start")
+
+
+def prepare_database(env: dict[str, str]) -> None:
+    import psycopg
+
+    parts = urlsplit(env["DATABASE_URL"])
+    name = parts.path.lstrip("/")
+    admin = env["DATABASE_URL"].replace(f"/{name}", "/postgres", 1)
+    with psycopg.connect(admin, autocommit=True) as conn:
+        if not conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", [name]).fetchone():
+            conn.execute(f'CREATE DATABASE "{name}"')
+    for command in (["migrate", "--noinput", "-v0"], ["bootstrap_demo"]):
+        subprocess.run(
+            [PYTHON, "manage.py", *command], cwd=BASE_DIR, env=env, check=True, capture_output=True
+        )
+
+
+def mint_token(env: dict[str, str], resource: str) -> str:
+    """An access token for alice in acme, as the OAuth flow would have issued it."""
+    os.environ.update(env)
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+    sys.path.insert(0, str(BASE_DIR))
+    import django
+
+    django.setup()
+    from django.utils import timezone
+    from oauth2_provider.models import Application
+
+    from accounts.models import Tenant, User
+    from mcp_gateway.models import TenantToolset
+    from oauth.models import AccessToken
+
+    acme = Tenant.objects.get(slug="acme")
+    TenantToolset.objects.update_or_create(tenant=acme, toolset="conformance", defaults={"enabled": True})
+    application, _ = Application.objects.get_or_create(
+        name="benchmark",
+        defaults={
+            "client_type": Application.CLIENT_PUBLIC,
+            "authorization_grant_type": Application.GRANT_AUTHORIZATION_CODE,
+            "redirect_uris": "http://127.0.0.1:9/callback",
+        },
+    )
+    token = secrets.token_urlsafe(30)
+    AccessToken.objects.create(
+        user=User.objects.get(username="alice"),
+        tenant=acme,
+        application=application,
+        token=token,
+        scope="mcp:read mcp:write",
+        expires=timezone.now() + timedelta(hours=1),
+        resource=[resource],
+    )
+    return token
+
+
+@dataclass
+class Level:
+    concurrency: int
+    calls: int = 0
+    errors: int = 0
+    seconds: float = 0.0
+    latencies: list[float] = field(default_factory=list)
+
+    def row(self) -> tuple[float, float, float]:
+        ordered = sorted(self.latencies)
+        p99 = ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))] if ordered else float("nan")
+        p50 = statistics.median(ordered) if ordered else float("nan")
+        return self.calls / self.seconds, p50 * 1000, p99 * 1000
+
+
+async def open_session(http: aiohttp.ClientSession, url: str, headers: dict[str, str]) -> dict[str, str]:
+    body = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-11-25",
+            "capabilities": {},
+            "clientInfo": {"name": "bench", "version": "1"},
+        },
+    }
+    async with http.post(url, json=body, headers=headers) as response:
+        await response.read()
+        assert response.status == 200, response.status
+        session_headers = dict(headers)
+        if "mcp-session-id" in response.headers:  # a stateless server issues none
+            session_headers["mcp-session-id"] = response.headers["mcp-session-id"]
+    session_headers["mcp-protocol-version"] = "2025-11-25"
+    note = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+    async with http.post(url, json=note, headers=session_headers) as response:
+        await response.read()
+    return session_headers
+
+
+async def drive(url: str, token: str | None, concurrency: int, seconds: float) -> Level:
+    headers = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
+    if token:
+        headers["authorization"] = f"Bearer {token}"
+    level = Level(concurrency)
+    connector = aiohttp.TCPConnector(limit=concurrency + 4)
+    async with aiohttp.ClientSession(connector=connector) as http:
+        sessions = [await open_session(http, url, headers) for _ in range(concurrency)]
+        payload = json.dumps(CALL)
+        stop_at = time.monotonic() + seconds
+
+        async def worker(session_headers: dict[str, str]) -> None:
+            while time.monotonic() < stop_at:
+                started = time.perf_counter()
+                async with http.post(url, data=payload, headers=session_headers) as response:
+                    body = await response.read()
+                if response.status == 200 and b'"result"' in body:
+                    level.calls += 1
+                    level.latencies.append(time.perf_counter() - started)
+                else:
+                    level.errors += 1
+
+        began = time.monotonic()
+        await asyncio.gather(*(worker(s) for s in sessions))
+        level.seconds = time.monotonic() - began
+    return level
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--seconds", type=float, default=8.0)
+    parser.add_argument("--concurrency", default="1,16,64")
+    args = parser.parse_args()
+    levels = [int(c) for c in args.concurrency.split(",")]
+
+    gh_port, bare_port = free_port(), free_port()
+    public = f"http://127.0.0.1:{gh_port}"
+    env = {
+        **os.environ,
+        "DATABASE_URL": os.environ.get(
+            "BENCH_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/gatehouse_bench"
+        ),
+        "SECRET_KEY": "benchmark-only-" + secrets.token_hex(8),
+        "PUBLIC_URL": public,
+        "DEMO_PASSWORD": "benchmark-password",
+        "GATEHOUSE_COUNT_QUERIES": "true",
+        "MCP_SESSION_PURGE_INTERVAL_SECONDS": "0",
+        "LOG_LEVEL": "WARNING",
+    }
+    prepare_database(env)
+    token = mint_token(env, f"{public}/mcp")
+
+    gatehouse = subprocess.Popen(
+        [PYTHON, "-m", "daphne", "-v", "0", "-b", "127.0.0.1", "-p", str(gh_port), "config.asgi:application"],
+        cwd=BASE_DIR,
+        env=env,
+        stderr=subprocess.PIPE,
+    )
+    bare = subprocess.Popen(
+        [PYTHON, str(BASE_DIR / "benchmarks" / "bare_server.py"), str(bare_port)], cwd=BASE_DIR
+    )
+    results: dict[str, list[Level]] = {"bare": [], "gatehouse": []}
+    requests = 0
+    try:
+        wait_for(gh_port, gatehouse)
+        wait_for(bare_port, bare)
+        for concurrency in levels:
+            results["bare"].append(
+                asyncio.run(drive(f"http://127.0.0.1:{bare_port}/mcp", None, concurrency, args.seconds))
+            )
+            level = asyncio.run(drive(f"{public}/mcp", token, concurrency, args.seconds))
+            results["gatehouse"].append(level)
+            requests += level.calls + level.errors + 2 * concurrency
+    finally:
+        bare.terminate()
+        gatehouse.terminate()
+        _, stderr = gatehouse.communicate(timeout=30)
+        bare.wait(timeout=30)
+    match = re.search(rb"gatehouse-sql-queries: (\d+)", stderr or b"")
+    queries = int(match.group(1)) if match else None
+
+    print(f"tools/call test_simple_text, {args.seconds:g} s per level, loopback, {os.cpu_count()} cores")
+    print(
+        f"{'concurrency':>11} | {'bare calls/s':>12} {'p50 ms':>7} {'p99 ms':>7} | "
+        f"{'gatehouse calls/s':>17} {'p50 ms':>7} {'p99 ms':>7} | {'ratio':>5}"
+    )
+    for bare_level, gh_level in zip(results["bare"], results["gatehouse"], strict=True):
+        b, g = bare_level.row(), gh_level.row()
+        print(
+            f"{bare_level.concurrency:>11} | {b[0]:>12.0f} {b[1]:>7.2f} {b[2]:>7.2f} | "
+            f"{g[0]:>17.0f} {g[1]:>7.2f} {g[2]:>7.2f} | {g[0] / b[0]:>5.2f}"
+        )
+    errors = sum(level.errors for levels_ in results.values() for level in levels_)
+    print(f"failed calls: {errors}")
+    if queries is not None:
+        print(
+            f"gatehouse SQL queries: {queries} for {requests} requests = {queries / requests:.2f} per request"
+        )
+
+
+if __name__ == "__main__":
+    main()
