@@ -12,6 +12,7 @@ from django.db.models import Max
 from oauth2_provider.models import Application
 
 from accounts.models import Membership, Tenant, User
+from mcp_gateway.models import TenantToolset
 from oauth.models import AccessToken
 from tests.e2e.harness import DEMO_PASSWORD, DaphneServer
 
@@ -148,6 +149,33 @@ def committed(django_db_blocker):
 
     with django_db_blocker.unblock():
         _in_own_thread(clean)
+
+
+@pytest.fixture
+def tenant_toolset(django_db_blocker):
+    """Turn a toolset on or off for a tenant, as the admin inline would; undone after the test.
+    Written directly: this test process need not serve the toolset itself."""
+    touched: list[tuple[str, str]] = []
+
+    def switch(tenant_slug: str, toolset: str, *, enabled: bool) -> None:
+        def write() -> None:
+            tenant = Tenant.objects.get(slug=tenant_slug)
+            TenantToolset.objects.update_or_create(
+                tenant=tenant, toolset=toolset, defaults={"enabled": enabled}
+            )
+
+        with django_db_blocker.unblock():
+            _in_own_thread(write)
+        touched.append((tenant_slug, toolset))
+
+    yield switch
+
+    def undo() -> None:
+        for tenant_slug, toolset in touched:
+            TenantToolset.objects.filter(tenant__slug=tenant_slug, toolset=toolset).delete()
+
+    with django_db_blocker.unblock():
+        _in_own_thread(undo)
 
 
 @pytest.fixture(autouse=True)

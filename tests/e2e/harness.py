@@ -476,3 +476,12 @@ class RawMcp:
         (message,) = [m for m in sse_messages(response) if "id" in m]
         assert "result" in message, message
         return dict(message["result"])
+
+
+async def access_token(server: DaphneServer, person: Person) -> str:
+    """A token for the person, through registration, the browser pages and the token endpoint."""
+    driver = OAuthDriver(server)
+    try:
+        return str((await driver.token_for(person))["access_token"])
+    finally:
+        await driver.aclose()

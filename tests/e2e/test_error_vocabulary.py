@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from mcp.shared.exceptions import MCPError
 
-from tests.e2e.harness import OAuthDriver, Person, RawMcp, sdk_client, sse_messages
+from tests.e2e.harness import Person, RawMcp, access_token, sdk_client, sse_messages
 from tests.toolsets.faults import SECRET_DETAIL
 
 pytestmark = pytest.mark.django_db
@@ -13,12 +13,7 @@ pytestmark = pytest.mark.django_db
 
 @pytest.fixture
 async def session(faults_server):
-    driver = OAuthDriver(faults_server)
-    try:
-        token = (await driver.token_for(Person("alice")))["access_token"]
-    finally:
-        await driver.aclose()
-    raw = RawMcp(token)
+    raw = RawMcp(await access_token(faults_server, Person("alice")))
     session_id = await raw.initialize(faults_server.mcp_url)
     yield raw, session_id
     await raw.aclose()

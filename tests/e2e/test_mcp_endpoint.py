@@ -6,18 +6,14 @@ import anyio
 import httpx
 import pytest
 
-from tests.e2e.harness import MCP_HEADERS, OAuthDriver, Person, initialize_body, sdk_client
+from tests.e2e.harness import MCP_HEADERS, Person, access_token, initialize_body, sdk_client
 
 pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
 async def alice_token(server):
-    driver = OAuthDriver(server)
-    try:
-        return (await driver.token_for(Person("alice")))["access_token"]
-    finally:
-        await driver.aclose()
+    return await access_token(server, Person("alice"))
 
 
 @pytest.mark.parametrize("path", ["/mcp", "/mcp/"])

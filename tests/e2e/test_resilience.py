@@ -8,7 +8,7 @@ from asgiref.sync import sync_to_async
 from django.db import connection
 
 from tests.e2e.conftest import SERVER_DB_APPLICATION
-from tests.e2e.harness import MCP_HEADERS, OAuthDriver, Person, initialize_body
+from tests.e2e.harness import MCP_HEADERS, Person, access_token, initialize_body
 
 pytestmark = pytest.mark.django_db
 
@@ -16,7 +16,8 @@ pytestmark = pytest.mark.django_db
 def _terminate_server_connections() -> int:
     with connection.cursor() as cursor:
         cursor.execute(
-            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = %s",
+            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+            "WHERE application_name = %s AND datname = current_database()",
             [SERVER_DB_APPLICATION],
         )
         (killed,) = cursor.fetchone()
@@ -24,11 +25,7 @@ def _terminate_server_connections() -> int:
 
 
 async def test_the_endpoint_reconnects_after_its_database_connections_are_killed(server):
-    driver = OAuthDriver(server)
-    try:
-        token = (await driver.token_for(Person("alice")))["access_token"]
-    finally:
-        await driver.aclose()
+    token = await access_token(server, Person("alice"))
     headers = {**MCP_HEADERS, "authorization": f"Bearer {token}"}
     async with httpx.AsyncClient(timeout=10) as http:
         assert (await http.post(server.mcp_url, json=initialize_body(), headers=headers)).status_code == 200

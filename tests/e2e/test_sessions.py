@@ -10,7 +10,7 @@ from django.utils import timezone
 
 from accounts.models import Tenant, User
 from mcp_gateway.models import McpSession
-from tests.e2e.harness import OAuthDriver, Person, RawMcp, RoundRobin, sdk_client
+from tests.e2e.harness import Person, RawMcp, RoundRobin, access_token, sdk_client
 from tests.factories import (
     DEFAULT_PASSWORD,
     AccessTokenFactory,
@@ -22,17 +22,9 @@ from tests.factories import (
 pytestmark = pytest.mark.django_db
 
 
-async def _token(server, person: Person) -> str:
-    driver = OAuthDriver(server)
-    try:
-        return str((await driver.token_for(person))["access_token"])
-    finally:
-        await driver.aclose()
-
-
 @pytest.fixture
 async def alice(server):
-    raw = RawMcp(await _token(server, Person("alice")))
+    raw = RawMcp(await access_token(server, Person("alice")))
     yield raw
     await raw.aclose()
 
@@ -79,7 +71,7 @@ async def test_delete_on_either_worker_ends_the_session_on_both(server, second_s
 
 
 async def test_killing_a_worker_mid_session_loses_nothing(doomed_server, second_server):
-    raw = RawMcp(await _token(doomed_server, Person("alice")))
+    raw = RawMcp(await access_token(doomed_server, Person("alice")))
     try:
         session_id = await raw.initialize(doomed_server.mcp_url)
         before = await raw.result(
@@ -188,7 +180,7 @@ async def test_deactivating_a_user_stops_their_sessions_at_once(server, committe
     tenant = await Tenant.objects.aget(slug="acme")
     eve = committed(UserFactory, username="eve")
     committed(MembershipFactory, user=eve, tenant=tenant, role="admin")
-    raw = RawMcp(await _token(server, Person("eve", password=DEFAULT_PASSWORD)))
+    raw = RawMcp(await access_token(server, Person("eve", password=DEFAULT_PASSWORD)))
     try:
         session_id = await raw.initialize(server.mcp_url)
         await User.objects.filter(pk=eve.pk).aupdate(is_active=False)
@@ -198,7 +190,7 @@ async def test_deactivating_a_user_stops_their_sessions_at_once(server, committe
     assert response.status_code == 401
 
 
-async def test_a_session_never_gains_scopes_from_a_broader_token(server, committed):
+async def test_a_session_never_gains_scopes_from_a_broaderaccess_token(server, committed):
     membership = committed(MembershipFactory, role="admin")
     application = committed(ApplicationFactory)
     common = {"membership": membership, "application": application, "resource": [server.mcp_url]}

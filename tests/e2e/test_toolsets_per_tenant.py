@@ -4,42 +4,18 @@ from __future__ import annotations
 
 import pytest
 
-from accounts.models import Tenant
-from mcp_gateway.models import TenantToolset
-from tests.e2e.conftest import _in_own_thread
-from tests.e2e.harness import OAuthDriver, Person, RawMcp, sse_messages
+from tests.e2e.harness import Person, RawMcp, access_token, sse_messages
 
 pytestmark = pytest.mark.django_db
 
 
 async def _session(server, person: Person) -> tuple[RawMcp, str]:
-    driver = OAuthDriver(server)
-    try:
-        raw = RawMcp((await driver.token_for(person))["access_token"])
-    finally:
-        await driver.aclose()
+    raw = RawMcp(await access_token(server, person))
     return raw, await raw.initialize(server.mcp_url)
 
 
-def _set_faults_for_acme(enabled: bool | None) -> None:
-    # Written as the admin inline would: this test process does not serve the faults toolset.
-    acme = Tenant.objects.get(slug="acme")
-    if enabled is None:
-        TenantToolset.objects.filter(tenant=acme, toolset="faults").delete()
-    else:
-        TenantToolset.objects.update_or_create(tenant=acme, toolset="faults", defaults={"enabled": enabled})
-
-
-@pytest.fixture
-def faults_off_for_acme(django_db_blocker):
-    with django_db_blocker.unblock():
-        _in_own_thread(lambda: _set_faults_for_acme(False))
-    yield
-    with django_db_blocker.unblock():
-        _in_own_thread(lambda: _set_faults_for_acme(None))
-
-
-async def test_a_disabled_toolset_is_hidden_and_refused_for_that_tenant(faults_server, faults_off_for_acme):
+async def test_a_disabled_toolset_is_hidden_and_refused_for_that_tenant(faults_server, tenant_toolset):
+    tenant_toolset("acme", "faults", enabled=False)
     alice, alice_session = await _session(faults_server, Person("alice"))
     carol, carol_session = await _session(faults_server, Person("carol"))
     try:
