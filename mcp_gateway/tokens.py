@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from datetime import datetime
+from datetime import UTC, datetime
 
 from asgiref.sync import sync_to_async
 from django.contrib.auth import get_user_model
@@ -116,13 +116,11 @@ def _identity_from_bearer(raw_token: str, session_id: str | None) -> tuple[Ident
 
 
 def _as_datetime(value: datetime | str) -> datetime:
-    # PostgreSQL hands back datetimes; SQLite, text.
-    if isinstance(value, datetime):
-        return value
-    parsed = parse_datetime(value)
+    # PostgreSQL hands back aware datetimes; SQLite, naive UTC text.
+    parsed = value if isinstance(value, datetime) else parse_datetime(value)
     if parsed is None:
         raise ValueError(f"not a timestamp: {value!r}")
-    return parsed
+    return parsed if timezone.is_aware(parsed) else timezone.make_aware(parsed, UTC)
 
 
 async def identity_from_bearer(
