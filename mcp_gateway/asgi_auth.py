@@ -16,6 +16,7 @@ from starlette.authentication import AuthCredentials
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from accounts.scopes import scope_definitions
+from mcp_gateway.asgi_headers import request_header
 from mcp_gateway.errors import AuthenticationFailed
 from mcp_gateway.identity import SCOPE_KEY, Identity
 from mcp_gateway.sessions import LiveSession
@@ -57,13 +58,6 @@ async def _send_json(
     await send({"type": "http.response.body", "body": payload})
 
 
-def _header(scope: Scope, name: bytes) -> str | None:
-    for key, value in scope.get("headers", []):
-        if key == name:
-            return str(value.decode("latin-1"))
-    return None
-
-
 _LOOPBACK = {"127.0.0.1", "localhost", "::1"}
 
 
@@ -92,11 +86,11 @@ class McpAuthMiddleware:
             await self.app(scope, receive, send)
             return
         # DNS-rebinding protection with Django's own host rules, so there is one list to maintain.
-        domain, _port = split_domain_port(_header(scope, b"host") or "")
+        domain, _port = split_domain_port(request_header(scope, b"host") or "")
         if not domain or not validate_host(domain, settings.ALLOWED_HOSTS):
             await _send_json(send, status=421, body={"error": "invalid_host", "error_description": BAD_HOST})
             return
-        origin = _header(scope, b"origin")
+        origin = request_header(scope, b"origin")
         if origin is not None and not _origin_allowed(origin):
             await _send_json(
                 send, status=403, body={"error": "invalid_origin", "error_description": BAD_ORIGIN}
@@ -114,7 +108,7 @@ class McpAuthMiddleware:
             )
             return
         except AuthenticationFailed as exc:
-            presented = _header(scope, b"authorization") is not None
+            presented = request_header(scope, b"authorization") is not None
             await _send_json(
                 send,
                 status=exc.http_status,
@@ -148,7 +142,7 @@ class McpAuthMiddleware:
 
     @staticmethod
     async def _authenticate(scope: Scope) -> tuple[Identity, LiveSession | None, str]:
-        header = _header(scope, b"authorization")
+        header = request_header(scope, b"authorization")
         if header is None:
             raise AuthenticationFailed(TOKEN_MISSING)
         scheme, _, raw_token = header.partition(" ")
@@ -156,6 +150,6 @@ class McpAuthMiddleware:
         if scheme.lower() != "bearer" or not raw_token or " " in raw_token:
             raise AuthenticationFailed(TOKEN_MALFORMED)
         identity, session = await identity_from_bearer(
-            raw_token=raw_token, session_id=_header(scope, b"mcp-session-id")
+            raw_token=raw_token, session_id=request_header(scope, b"mcp-session-id")
         )
         return identity, session, raw_token

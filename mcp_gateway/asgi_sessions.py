@@ -23,6 +23,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from mcp_gateway.asgi_auth import LIVE_SESSION_KEY
 from mcp_gateway.asgi_envelope import MESSAGE_KEY, jsonrpc_error
+from mcp_gateway.asgi_headers import request_header
 from mcp_gateway.identity import SCOPE_KEY as IDENTITY_KEY
 from mcp_gateway.identity import Identity
 from mcp_gateway.models import TerminationReason
@@ -45,13 +46,6 @@ SESSION_NOT_FOUND = "Session not found"
 NO_STREAM = "This server offers no standalone SSE stream; notifications arrive on each request's response."
 
 
-def _header(scope: Scope, name: bytes) -> str | None:
-    for key, value in scope.get("headers", []):
-        if key == name:
-            return str(value.decode("latin-1"))
-    return None
-
-
 def _initialize_params(message: Any) -> dict[str, Any] | None:
     """The params of an ``initialize`` request, or None for any other message."""
     if isinstance(message, dict) and message.get("method") == "initialize":
@@ -70,13 +64,13 @@ class McpSessionMiddleware:
         self.app = app
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        version = _header(scope, VERSION_HEADER)
+        version = request_header(scope, VERSION_HEADER)
         if scope["type"] != "http" or (version is not None and version not in HANDSHAKE_PROTOCOL_VERSIONS):
             # 2026-07-28 and later: every request stands alone; unknown versions are the SDK's to refuse.
             await self.app(scope, receive, send)
             return
         identity: Identity = scope[IDENTITY_KEY]
-        session_id = _header(scope, SESSION_HEADER)
+        session_id = request_header(scope, SESSION_HEADER)
         method = scope["method"]
 
         if method == "POST":
