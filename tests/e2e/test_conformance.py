@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.conftest import MAIN_SERVER_TOOLSET_CACHE_SECONDS
-from tests.e2e.harness import BASE_DIR, Person, access_token
+from tests.e2e.harness import BASE_DIR, Person
+from tests.e2e.oauth_driver import access_token
 
 pytestmark = pytest.mark.django_db
 

@@ -5,7 +5,9 @@ from __future__ import annotations
 import pytest
 from mcp.shared.exceptions import MCPError
 
-from tests.e2e.harness import Person, RawMcp, access_token, sdk_client, sse_messages
+from tests.e2e.harness import Person, sdk_client
+from tests.e2e.oauth_driver import access_token
+from tests.e2e.raw_mcp import RawMcp, sse_messages
 from tests.toolsets.faults import SECRET_DETAIL
 
 pytestmark = pytest.mark.django_db

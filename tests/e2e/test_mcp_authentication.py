@@ -9,7 +9,9 @@ import pytest
 from django.utils import timezone
 
 from accounts.models import Membership, Tenant
-from tests.e2e.harness import MCP_HEADERS, OAuthDriver, Person, initialize_body
+from tests.e2e.harness import Person
+from tests.e2e.oauth_driver import OAuthDriver
+from tests.e2e.raw_mcp import MCP_HEADERS, initialize_body
 from tests.factories import AccessTokenFactory, MembershipFactory
 
 pytestmark = pytest.mark.django_db

@@ -6,7 +6,9 @@ import anyio
 import httpx
 import pytest
 
-from tests.e2e.harness import MCP_HEADERS, Person, access_token, initialize_body, sdk_client
+from tests.e2e.harness import Person, sdk_client
+from tests.e2e.oauth_driver import access_token
+from tests.e2e.raw_mcp import MCP_HEADERS, initialize_body
 
 pytestmark = pytest.mark.django_db
 

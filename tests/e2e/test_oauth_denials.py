@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from oauth.models import Grant
-from tests.e2e.harness import Browser, OAuthDriver, Person, parse_form, pkce_pair, redirect_params
+from tests.e2e.harness import Browser, Person, parse_form, redirect_params
+from tests.e2e.oauth_driver import OAuthDriver, pkce_pair
 from tests.factories import DEFAULT_PASSWORD, UserFactory
 
 pytestmark = pytest.mark.django_db

@@ -7,7 +7,9 @@ import pytest
 from mcp.shared.exceptions import MCPError
 
 from accounts.models import User
-from tests.e2e.harness import MCP_HEADERS, OAuthDriver, Person, initialize_body, sdk_client
+from tests.e2e.harness import Person, sdk_client
+from tests.e2e.oauth_driver import OAuthDriver
+from tests.e2e.raw_mcp import MCP_HEADERS, initialize_body
 
 pytestmark = pytest.mark.django_db
 

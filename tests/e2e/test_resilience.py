@@ -8,7 +8,9 @@ from asgiref.sync import sync_to_async
 from django.db import connection
 
 from tests.e2e.conftest import SERVER_DB_APPLICATION
-from tests.e2e.harness import MCP_HEADERS, Person, access_token, initialize_body
+from tests.e2e.harness import Person
+from tests.e2e.oauth_driver import access_token
+from tests.e2e.raw_mcp import MCP_HEADERS, initialize_body
 
 pytestmark = pytest.mark.django_db
 

@@ -10,7 +10,9 @@ from django.utils import timezone
 
 from accounts.models import Tenant, User
 from mcp_gateway.models import McpSession
-from tests.e2e.harness import Person, RawMcp, RoundRobin, access_token, sdk_client
+from tests.e2e.harness import Person, RoundRobin, sdk_client
+from tests.e2e.oauth_driver import access_token
+from tests.e2e.raw_mcp import RawMcp
 from tests.factories import (
     DEFAULT_PASSWORD,
     AccessTokenFactory,

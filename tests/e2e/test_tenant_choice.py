@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from accounts.models import Tenant
-from tests.e2e.harness import Browser, OAuthDriver, Person, redirect_params, sdk_client
+from tests.e2e.harness import Browser, Person, redirect_params, sdk_client
+from tests.e2e.oauth_driver import OAuthDriver
 from tests.factories import DEFAULT_PASSWORD, MembershipFactory, UserFactory
 
 pytestmark = pytest.mark.django_db

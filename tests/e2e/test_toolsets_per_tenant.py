@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from tests.e2e.harness import Person, RawMcp, access_token, sse_messages
+from tests.e2e.harness import Person
+from tests.e2e.oauth_driver import access_token
+from tests.e2e.raw_mcp import RawMcp, sse_messages
 
 pytestmark = pytest.mark.django_db
 
