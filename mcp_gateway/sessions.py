@@ -54,6 +54,7 @@ class LiveSession:
     scopes: frozenset[str]
     protocol_version: str
     last_seen: datetime
+    log_level: str = ""
 
 
 def session_is_idle(*, session: LiveSession, now: datetime) -> bool:

@@ -42,7 +42,7 @@ def _hot_path_sql() -> str:
         "u.id, u.username, u.is_active, tn.id, tn.slug, tn.name, tn.is_active, a.id, a.client_id, a.name, "
         f"(SELECT m.role FROM {membership.db_table} m "
         "WHERE m.user_id = t.user_id AND m.tenant_id = t.tenant_id), "
-        "s.id, s.scopes, s.protocol_version, s.last_seen "
+        "s.id, s.scopes, s.protocol_version, s.last_seen, s.log_level "
         f"FROM {token.db_table} t "
         f"LEFT JOIN {user.db_table} u ON u.id = t.user_id "
         f"LEFT JOIN {tenant.db_table} tn ON tn.id = t.tenant_id "
@@ -77,7 +77,7 @@ def _identity_from_bearer(raw_token: str, session_id: str | None) -> tuple[Ident
         raise AuthenticationFailed(TOKEN_UNKNOWN)
     (token_id, expires, scope, resource, user_id, username, user_active, tenant_id, tenant_slug, tenant_name,
      tenant_active, application_id, client_id, client_name, role,
-     session_key, session_scopes, session_version, session_seen) = row  # fmt: skip
+     session_key, session_scopes, session_version, session_seen, session_log_level) = row  # fmt: skip
     expires = _as_datetime(expires)
     if expires <= timezone.now():
         raise AuthenticationFailed(TOKEN_EXPIRED)
@@ -111,6 +111,7 @@ def _identity_from_bearer(raw_token: str, session_id: str | None) -> tuple[Ident
             scopes=frozenset(session_scopes.split()),
             protocol_version=session_version,
             last_seen=_as_datetime(session_seen),
+            log_level=session_log_level or "",
         )
     return identity, session
 

@@ -31,6 +31,7 @@ from mcp_types import (
 )
 
 from accounts.scopes import SCOPE_READ
+from mcp_gateway.client_log import client_log
 from mcp_gateway.registry import Toolset, tool
 
 PNG_1X1 = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg=="
@@ -79,7 +80,7 @@ async def test_multiple_content_types() -> list[ContentBlock]:
 @_fixture("test_tool_with_logging", "Sends three log messages while it runs.")
 async def test_tool_with_logging(ctx: Context) -> list[ContentBlock]:
     for text in ("Tool execution started", "Tool processing data", "Tool execution completed"):
-        await ctx.log("info", text)
+        await client_log(ctx, "info", text)
         await asyncio.sleep(0.05)
     return [TextContent(type="text", text="Tool with logging executed successfully")]
 

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
+from tests.e2e.conftest import MAIN_SERVER_TOOLSET_CACHE_SECONDS
 from tests.e2e.harness import Person
 from tests.e2e.oauth_driver import access_token
 from tests.e2e.raw_mcp import RawMcp, sse_messages
@@ -34,3 +37,20 @@ async def test_a_disabled_toolset_is_hidden_and_refused_for_that_tenant(faults_s
     assert error["code"] == -32602
     assert "Unknown tool" in error["message"]
     assert "fail_not_found" in {t["name"] for t in carol_tools["tools"]}
+
+
+async def test_log_messages_honour_the_session_s_level(server, tenant_toolset):
+    tenant_toolset("acme", "conformance", enabled=True)
+    await asyncio.sleep(MAIN_SERVER_TOOLSET_CACHE_SECONDS + 0.5)
+    raw, session_id = await _session(server, Person("alice"))
+    try:
+        counts = {}
+        for level in ("warning", "debug"):
+            await raw.result(server.mcp_url, "logging/setLevel", {"level": level}, session_id=session_id)
+            response = await raw.request(
+                server.mcp_url, "tools/call", {"name": "test_tool_with_logging"}, session_id=session_id
+            )
+            counts[level] = sum(m.get("method") == "notifications/message" for m in sse_messages(response))
+    finally:
+        await raw.aclose()
+    assert counts == {"warning": 0, "debug": 3}
