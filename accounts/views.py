@@ -15,7 +15,7 @@ from oauthlib.oauth2.rfc6749.errors import AccessDeniedError, CustomOAuth2Error,
 from accounts.forms import ConsentForm
 from accounts.models import Membership, User
 from accounts.scopes import scope_definitions, scopes_for_role, scopes_granted
-from accounts.selectors import membership_list_for_user
+from accounts.selectors import membership_get, membership_list_for_user
 from oauth.resource import is_mcp_resource
 from oauth.validators import PKCE_S256_REQUIRED, TENANT_ATTRIBUTE
 
@@ -102,7 +102,9 @@ class ConsentView(AuthorizationView):
 
     def form_valid(self, form: ConsentForm) -> HttpResponse:
         tenant = form.cleaned_data["tenant"]
-        self.chosen_membership = Membership.objects.get(user=self.request.user, tenant=tenant)
+        assert isinstance(self.request.user, User)
+        # The form only offers the user's own active tenants, so the membership exists.
+        self.chosen_membership = membership_get(user=self.request.user, tenant=tenant)
         return super().form_valid(form)
 
     def create_authorization_response(

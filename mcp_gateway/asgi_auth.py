@@ -2,21 +2,16 @@
 
 from __future__ import annotations
 
-import json
 import logging
-from collections.abc import Iterable
 from urllib.parse import urlsplit
 
 from django.conf import settings
 from django.db import DatabaseError
 from django.http.request import split_domain_port, validate_host
-from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
-from mcp.server.auth.provider import AccessToken as SdkAccessToken
-from starlette.authentication import AuthCredentials
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from accounts.scopes import scope_definitions
-from mcp_gateway.asgi_headers import request_header
+from mcp_gateway.asgi_http import request_header, send_json
 from mcp_gateway.errors import AuthenticationFailed
 from mcp_gateway.identity import SCOPE_KEY, Identity
 from mcp_gateway.sessions import LiveSession
@@ -24,11 +19,12 @@ from mcp_gateway.tokens import identity_from_bearer
 
 logger = logging.getLogger(__name__)
 
+# Where the session the request names is left, as found by the authenticating query (or None).
+LIVE_SESSION_KEY = "gatehouse.live_session"
+
 TOKEN_MISSING = "A bearer token is required."
 TOKEN_MALFORMED = "The Authorization header must be 'Bearer <token>'."
 BAD_HOST = "Invalid Host header."
-# Where the session the request names is left, as found by the authenticating query (or None).
-LIVE_SESSION_KEY = "gatehouse.live_session"
 BAD_ORIGIN = "Origin not allowed."
 UNAVAILABLE = "The service is temporarily unavailable; retry shortly."
 
@@ -48,16 +44,6 @@ def _www_authenticate(*, error: str | None, description: str | None) -> str:
     return "Bearer " + ", ".join(parts)
 
 
-async def _send_json(
-    send: Send, *, status: int, body: dict[str, str], headers: Iterable[tuple[str, str]] = ()
-) -> None:
-    payload = json.dumps(body).encode()
-    raw_headers = [(b"content-type", b"application/json"), (b"content-length", str(len(payload)).encode())]
-    raw_headers += [(name.encode(), value.encode()) for name, value in headers]
-    await send({"type": "http.response.start", "status": status, "headers": raw_headers})
-    await send({"type": "http.response.body", "body": payload})
-
-
 _LOOPBACK = {"127.0.0.1", "localhost", "::1"}
 
 
@@ -74,8 +60,8 @@ class McpAuthMiddleware:
     """Authenticates every request to the MCP endpoint before the SDK transport sees it.
 
     The resolved Identity goes into the ASGI scope (read per request by tool handlers, so nothing
-    leaks between concurrent requests), and an SDK ``AuthenticatedUser`` goes into ``scope["user"]``
-    so the SDK's session manager binds each session to the user, tenant and client that opened it.
+    leaks between concurrent requests), with the live session the request names, if any
+    (``asgi_sessions`` decides what to do with it).
     """
 
     def __init__(self, app: ASGIApp) -> None:
@@ -88,60 +74,46 @@ class McpAuthMiddleware:
         # DNS-rebinding protection with Django's own host rules, so there is one list to maintain.
         domain, _port = split_domain_port(request_header(scope, b"host") or "")
         if not domain or not validate_host(domain, settings.ALLOWED_HOSTS):
-            await _send_json(send, status=421, body={"error": "invalid_host", "error_description": BAD_HOST})
+            await send_json(send, status=421, body={"error": "invalid_host", "error_description": BAD_HOST})
             return
         origin = request_header(scope, b"origin")
         if origin is not None and not _origin_allowed(origin):
-            await _send_json(
+            await send_json(
                 send, status=403, body={"error": "invalid_origin", "error_description": BAD_ORIGIN}
             )
             return
         try:
-            identity, session, raw_token = await self._authenticate(scope)
+            identity, session = await self._authenticate(scope)
         except DatabaseError:
             logger.exception("Token lookup failed: database unavailable")
-            await _send_json(
+            await send_json(
                 send,
                 status=503,
                 body={"error": "temporarily_unavailable", "error_description": UNAVAILABLE},
-                headers=[("retry-after", "5")],
+                headers=[(b"retry-after", b"5")],
             )
             return
         except AuthenticationFailed as exc:
             presented = request_header(scope, b"authorization") is not None
-            await _send_json(
+            await send_json(
                 send,
                 status=exc.http_status,
                 body={"error": "invalid_token", "error_description": exc.message},
                 headers=[
                     (
-                        "www-authenticate",
+                        b"www-authenticate",
                         _www_authenticate(
                             error="invalid_token" if presented else None,
                             description=exc.message if presented else None,
-                        ),
+                        ).encode(),
                     )
                 ],
             )
             return
-        sdk_token = SdkAccessToken(
-            token=raw_token,
-            client_id=identity.client_id,
-            scopes=sorted(identity.scopes),
-            resource=settings.MCP_RESOURCE_URL,
-            # The session owner is (client, subject): binding the subject to user and tenant means
-            # a session id presented with anyone else's token answers 404.
-            subject=f"{identity.user_id}@{identity.tenant_id}",
-        )
-        scope = dict(scope)
-        scope[SCOPE_KEY] = identity
-        scope[LIVE_SESSION_KEY] = session
-        scope["user"] = AuthenticatedUser(sdk_token)
-        scope["auth"] = AuthCredentials(sorted(identity.scopes))
-        await self.app(scope, receive, send)
+        await self.app({**scope, SCOPE_KEY: identity, LIVE_SESSION_KEY: session}, receive, send)
 
     @staticmethod
-    async def _authenticate(scope: Scope) -> tuple[Identity, LiveSession | None, str]:
+    async def _authenticate(scope: Scope) -> tuple[Identity, LiveSession | None]:
         header = request_header(scope, b"authorization")
         if header is None:
             raise AuthenticationFailed(TOKEN_MISSING)
@@ -149,7 +121,6 @@ class McpAuthMiddleware:
         raw_token = raw_token.strip()
         if scheme.lower() != "bearer" or not raw_token or " " in raw_token:
             raise AuthenticationFailed(TOKEN_MALFORMED)
-        identity, session = await identity_from_bearer(
+        return await identity_from_bearer(
             raw_token=raw_token, session_id=request_header(scope, b"mcp-session-id")
         )
-        return identity, session, raw_token

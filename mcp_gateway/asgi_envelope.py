@@ -14,6 +14,8 @@ from mcp_types import jsonrpc_message_adapter
 from pydantic import ValidationError
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from mcp_gateway.asgi_http import send_json
+
 MESSAGE_KEY = "gatehouse.message"
 MAX_BODY_BYTES = 4 * 1024 * 1024
 
@@ -25,10 +27,8 @@ BODY_TOO_LARGE = "Request body too large."
 async def jsonrpc_error(
     send: Send, *, status: int, code: int, message: str, headers: list[tuple[bytes, bytes]] | None = None
 ) -> None:
-    body = json.dumps({"jsonrpc": "2.0", "id": None, "error": {"code": code, "message": message}}).encode()
-    raw_headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
-    await send({"type": "http.response.start", "status": status, "headers": raw_headers + (headers or [])})
-    await send({"type": "http.response.body", "body": body})
+    body = {"jsonrpc": "2.0", "id": None, "error": {"code": code, "message": message}}
+    await send_json(send, status=status, body=body, headers=headers or [])
 
 
 class _BodyTooLarge(Exception):

@@ -23,7 +23,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from mcp_gateway.asgi_auth import LIVE_SESSION_KEY
 from mcp_gateway.asgi_envelope import MESSAGE_KEY, jsonrpc_error
-from mcp_gateway.asgi_headers import request_header
+from mcp_gateway.asgi_http import request_header
 from mcp_gateway.identity import SCOPE_KEY as IDENTITY_KEY
 from mcp_gateway.identity import Identity
 from mcp_gateway.models import TerminationReason

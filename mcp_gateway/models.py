@@ -42,10 +42,6 @@ class McpSession(models.Model):
     def __str__(self) -> str:
         return f"{self.id[:12]}… ({self.user} in {self.tenant})"
 
-    @property
-    def scope_set(self) -> frozenset[str]:
-        return frozenset(self.scopes.split())
-
 
 class TenantToolset(models.Model):
     """A tenant's choice about one toolset; without a row the toolset's own default applies."""

@@ -12,7 +12,6 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.db.models import Q
 from django.utils import timezone
 
 from mcp_gateway.identity import Identity
@@ -82,7 +81,7 @@ def session_purge() -> tuple[int, int]:
         terminated_at=now, termination_reason=TerminationReason.EXPIRED
     )
     retention = timedelta(seconds=settings.GATEHOUSE["SESSION_RETENTION_SECONDS"])
-    deleted, _ = McpSession.objects.filter(Q(terminated_at__lte=now - retention)).delete()
+    deleted, _ = McpSession.objects.filter(terminated_at__lte=now - retention).delete()
     return ended, deleted
 
 
