@@ -1,14 +1,12 @@
-"""Handshake-era MCP sessions kept in the database, in front of the SDK's stateless transport.
+"""Handshake-era MCP sessions kept in the database, so that any worker serves any session.
 
-The SDK keeps a stateful session's transport in one process's memory, so a second process
-answers 404 for it. Gatehouse instead runs the SDK transport statelessly (a fresh transport per
-request) and keeps what a session is (who opened it, with which client, scopes and protocol version,
-and whether it is still alive) in Postgres. Any process can then serve any request of any session.
-
-What this gives up: on 2025-era protocols the server has no back-channel (no standalone GET stream),
-so server-to-client requests such as elicitation and sampling, and notifications outside a request,
-are not offered; progress and log notifications still reach the client on the SSE response of the
-request they belong to. 2026-07-28 requests carry their own envelope and need no session at all.
+The SDK keeps a session's transport in one process's memory, so a second process answers 404 for
+it. Gatehouse keeps what a session is (who opened it, with which client, capabilities, scopes and
+protocol version, and whether it is still alive) in PostgreSQL, and serves each POST on its own
+(``exchange``). Server-to-client requests ride the response of the request they belong to, and the
+client's answer reaches the waiting worker through the relay (``relay``). There is no standalone
+GET stream: notifications outside a request are not offered. 2026-07-28 requests carry their own
+envelope and need no session at all.
 """
 
 from __future__ import annotations
@@ -18,12 +16,14 @@ from typing import Any
 
 from asgiref.sync import sync_to_async
 from django.utils import timezone
-from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, LATEST_HANDSHAKE_VERSION
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from mcp_types import InitializeRequestParams
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from mcp_gateway.asgi_auth import LIVE_SESSION_KEY
 from mcp_gateway.asgi_envelope import MESSAGE_KEY, jsonrpc_error
 from mcp_gateway.asgi_http import request_header
+from mcp_gateway.exchange import INITIALIZED_HOOK, SESSION_KEY
 from mcp_gateway.identity import SCOPE_KEY as IDENTITY_KEY
 from mcp_gateway.identity import Identity
 from mcp_gateway.models import TerminationReason
@@ -39,7 +39,6 @@ from mcp_gateway.sessions import (
 
 SESSION_HEADER = b"mcp-session-id"
 VERSION_HEADER = b"mcp-protocol-version"
-SESSION_KEY = "gatehouse.session"
 
 SESSION_REQUIRED = "Bad Request: Missing session ID"
 SESSION_NOT_FOUND = "Session not found"
@@ -52,11 +51,6 @@ def _initialize_params(message: Any) -> dict[str, Any] | None:
         params = message.get("params")
         return params if isinstance(params, dict) else {}
     return None
-
-
-def _negotiated_version(requested: Any) -> str:
-    # The SDK's own rule: the client's version when it is one we speak, else our latest.
-    return requested if requested in HANDSHAKE_PROTOCOL_VERSIONS else LATEST_HANDSHAKE_VERSION
 
 
 class McpSessionMiddleware:
@@ -115,27 +109,26 @@ class McpSessionMiddleware:
         self, scope: Scope, receive: Receive, send: Send, identity: Identity, params: dict[str, Any]
     ) -> None:
         session_id = session_new_id()
-        raw_client_info = params.get("clientInfo")
-        client_info: dict[str, Any] = raw_client_info if isinstance(raw_client_info, dict) else {}
-        protocol_version = _negotiated_version(params.get("protocolVersion"))
 
-        async def send_with_session(message: Message) -> None:
-            if message["type"] == "http.response.start" and message["status"] == 200:
-                # The row exists before the client can learn the id.
-                await sync_to_async(session_open)(
-                    session_id=session_id,
-                    identity=identity,
-                    protocol_version=protocol_version,
-                    client_name=str(client_info.get("name", "")),
-                    client_version=str(client_info.get("version", "")),
+        async def opened(
+            client: InitializeRequestParams | None, protocol_version: str
+        ) -> list[tuple[bytes, bytes]]:
+            # The row exists before the client can learn the id.
+            await sync_to_async(session_open)(
+                session_id=session_id,
+                identity=identity,
+                protocol_version=protocol_version,
+                client_name=client.client_info.name if client else "",
+                client_version=client.client_info.version if client else "",
+                client_capabilities=client.capabilities.model_dump(
+                    mode="json", by_alias=True, exclude_none=True
                 )
-                message = {
-                    **message,
-                    "headers": [*message.get("headers", []), (SESSION_HEADER, session_id.encode())],
-                }
-            await send(message)
+                if client
+                else {},
+            )
+            return [(SESSION_HEADER, session_id.encode())]
 
-        await self.app(scope, receive, send_with_session)
+        await self.app({**scope, INITIALIZED_HOOK: opened}, receive, send)
 
 
 def _narrowed(identity: Identity, session_scopes: frozenset[str]) -> Identity:

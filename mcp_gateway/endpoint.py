@@ -1,7 +1,9 @@
-"""The MCP endpoint: the official SDK's server and Streamable HTTP session manager as an ASGI app.
+"""The MCP endpoint: the official SDK's server behind Gatehouse's own layers, as an ASGI app.
 
-Daphne runs no ASGI lifespan, so the session manager's ``run()`` is entered lazily by the first
-request, in a background task that lives as long as the event loop.
+Handshake-era requests (sessions in PostgreSQL) go straight to the SDK's kernel (``exchange``);
+2026-07-28 requests, which stand alone, go to the SDK's session manager. Daphne runs no ASGI
+lifespan, so the manager's ``run()`` is entered lazily by the first request, in a background task
+that lives as long as the event loop.
 """
 
 from __future__ import annotations
@@ -18,13 +20,17 @@ from mcp.server.mcpserver import MCPServer
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
 from mcp_types import EmptyResult, SetLevelRequestParams, ToolAnnotations
-from starlette.types import Message, Receive, Scope, Send
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from mcp_gateway.asgi_auth import McpAuthMiddleware
 from mcp_gateway.asgi_envelope import JsonRpcEnvelopeMiddleware
-from mcp_gateway.asgi_sessions import SESSION_KEY, McpSessionMiddleware
+from mcp_gateway.asgi_http import request_header
+from mcp_gateway.asgi_sessions import VERSION_HEADER, McpSessionMiddleware
+from mcp_gateway.exchange import SESSION_KEY, HandshakeEraApp
 from mcp_gateway.guard import RequestGuard, guarded_handler
 from mcp_gateway.registry import Registry, default_registry
+from mcp_gateway.relay import relay_build
 from mcp_gateway.sessions import session_purge, session_set_log_level
 
 logger = logging.getLogger(__name__)
@@ -78,11 +84,15 @@ class McpTransportApp:
         self._ready = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
 
+    def start_soon(self) -> None:
+        if self._task is None:
+            self._task = asyncio.get_running_loop().create_task(self._run())
+
     async def _ensure_running(self) -> None:
         if self._ready.is_set():
             return
-        if self._task is None:
-            self._task = asyncio.get_running_loop().create_task(self._run())
+        self.start_soon()
+        assert self._task is not None
         waiter = asyncio.ensure_future(self._ready.wait())
         await asyncio.wait({waiter, self._task}, return_when=asyncio.FIRST_COMPLETED)
         waiter.cancel()
@@ -147,5 +157,24 @@ def mcp_app_build() -> McpAuthMiddleware:
         stateless_http=True,
         transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
     )
-    transport = McpTransportApp(server.session_manager)
-    return McpAuthMiddleware(JsonRpcEnvelopeMiddleware(McpSessionMiddleware(transport)))
+    modern = McpTransportApp(server.session_manager)
+    handshake = HandshakeEraApp(server=server._lowlevel_server, relay=relay_build())
+    return McpAuthMiddleware(JsonRpcEnvelopeMiddleware(McpSessionMiddleware(EraRouter(handshake, modern))))
+
+
+class EraRouter:
+    """Handshake-era POSTs to the exchange, 2026-07-28 (and unknown versions, for the SDK to refuse)
+    to the SDK's session manager."""
+
+    def __init__(self, handshake: ASGIApp, modern: McpTransportApp) -> None:
+        self.handshake = handshake
+        self.modern = modern
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        version = request_header(scope, VERSION_HEADER)
+        if version is None or version in HANDSHAKE_PROTOCOL_VERSIONS:
+            # The purge job lives with the manager; start it with the first request of any era.
+            self.modern.start_soon()
+            await self.handshake(scope, receive, send)
+        else:
+            await self.modern(scope, receive, send)

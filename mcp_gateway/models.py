@@ -29,6 +29,9 @@ class McpSession(models.Model):
     protocol_version = models.CharField(max_length=32)
     client_name = models.CharField(max_length=200, blank=True)
     client_version = models.CharField(max_length=100, blank=True)
+    client_capabilities = models.JSONField(
+        default=dict, blank=True, help_text="What the client declared it can do (sampling, elicitation, ...)."
+    )
     log_level = models.CharField(max_length=20, blank=True, help_text="Set by the client's logging/setLevel.")
     created = models.DateTimeField(auto_now_add=True)
     last_seen = models.DateTimeField()
@@ -57,3 +60,16 @@ class TenantToolset(models.Model):
 
     def __str__(self) -> str:
         return f"{self.toolset} {'on' if self.enabled else 'off'} for {self.tenant}"
+
+
+class RelayedMessage(models.Model):
+    """A client's answer too large for a PostgreSQL notification, on its way to the waiting worker.
+
+    Taken (and deleted) by that worker at once; anything left behind is swept with old sessions.
+    """
+
+    body = models.JSONField()
+    created = models.DateTimeField(auto_now_add=True, db_index=True)
+
+    def __str__(self) -> str:
+        return f"relayed message {self.pk}"

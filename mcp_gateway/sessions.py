@@ -8,16 +8,18 @@ session does not turn every call into a write.
 from __future__ import annotations
 
 import secrets
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from typing import Any
 
 from django.conf import settings
 from django.utils import timezone
 
 from mcp_gateway.identity import Identity
-from mcp_gateway.models import McpSession, TerminationReason
+from mcp_gateway.models import McpSession, RelayedMessage, TerminationReason
 
 TOUCH_INTERVAL = timedelta(seconds=60)
+RELAYED_MESSAGE_LIFETIME = timedelta(hours=1)
 
 
 def _idle_limit() -> timedelta:
@@ -30,7 +32,13 @@ def session_new_id() -> str:
 
 
 def session_open(
-    *, session_id: str, identity: Identity, protocol_version: str, client_name: str, client_version: str
+    *,
+    session_id: str,
+    identity: Identity,
+    protocol_version: str,
+    client_name: str,
+    client_version: str,
+    client_capabilities: dict[str, Any],
 ) -> McpSession:
     return McpSession.objects.create(
         id=session_id,
@@ -41,6 +49,7 @@ def session_open(
         protocol_version=protocol_version,
         client_name=client_name[:200],
         client_version=client_version[:100],
+        client_capabilities=client_capabilities,
         last_seen=timezone.now(),
     )
 
@@ -54,6 +63,9 @@ class LiveSession:
     protocol_version: str
     last_seen: datetime
     log_level: str = ""
+    client_name: str = ""
+    client_version: str = ""
+    client_capabilities: dict[str, Any] = field(default_factory=dict)
 
 
 def session_is_idle(*, session: LiveSession, now: datetime) -> bool:
@@ -82,6 +94,8 @@ def session_purge() -> tuple[int, int]:
     )
     retention = timedelta(seconds=settings.GATEHOUSE["SESSION_RETENTION_SECONDS"])
     deleted, _ = McpSession.objects.filter(terminated_at__lte=now - retention).delete()
+    # Answers nobody took (the waiting worker died first) are useless after the call's time limit.
+    RelayedMessage.objects.filter(created__lte=now - RELAYED_MESSAGE_LIFETIME).delete()
     return ended, deleted
 
 

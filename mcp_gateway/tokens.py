@@ -44,7 +44,8 @@ def _hot_path_sql() -> str:
         "u.id, u.username, u.is_active, tn.id, tn.slug, tn.name, tn.is_active, a.id, a.client_id, a.name, "
         f"(SELECT m.role FROM {membership.db_table} m "
         "WHERE m.user_id = t.user_id AND m.tenant_id = t.tenant_id), "
-        "s.id, s.scopes, s.protocol_version, s.last_seen, s.log_level "
+        "s.id, s.scopes, s.protocol_version, s.last_seen, s.log_level, "
+        "s.client_name, s.client_version, s.client_capabilities "
         f"FROM {token.db_table} t "
         f"LEFT JOIN {user.db_table} u ON u.id = t.user_id "
         f"LEFT JOIN {tenant.db_table} tn ON tn.id = t.tenant_id "
@@ -73,7 +74,8 @@ def _identity_from_bearer(raw_token: str, session_id: str | None) -> tuple[Ident
         raise AuthenticationFailed(TOKEN_UNKNOWN)
     (token_id, expires, scope, resource, user_id, username, user_active, tenant_id, tenant_slug, tenant_name,
      tenant_active, application_id, client_id, client_name, role,
-     session_key, session_scopes, session_version, session_seen, session_log_level) = row  # fmt: skip
+     session_key, session_scopes, session_version, session_seen, session_log_level,
+     session_client_name, session_client_version, session_capabilities) = row  # fmt: skip
     expires = _as_datetime(expires)
     if expires <= timezone.now():
         raise AuthenticationFailed(TOKEN_EXPIRED)
@@ -108,8 +110,21 @@ def _identity_from_bearer(raw_token: str, session_id: str | None) -> tuple[Ident
             protocol_version=session_version,
             last_seen=_as_datetime(session_seen),
             log_level=session_log_level or "",
+            client_name=session_client_name,
+            client_version=session_client_version,
+            client_capabilities=(
+                json.loads(session_capabilities)
+                if isinstance(session_capabilities, str)
+                else session_capabilities
+            ),
         )
     return identity, session
+
+
+def _as_json(value: object) -> dict[str, object]:
+    # PostgreSQL hands back decoded jsonb; SQLite, the text.
+    parsed = json.loads(value) if isinstance(value, str) else value
+    return parsed if isinstance(parsed, dict) else {}
 
 
 def _as_datetime(value: datetime | str) -> datetime:

@@ -19,6 +19,7 @@ from mcp_types import (
     CompletionArgument,
     CompletionContext,
     ContentBlock,
+    ElicitResult,
     EmbeddedResource,
     EmptyResult,
     ImageContent,
@@ -32,6 +33,7 @@ from mcp_types import (
 
 from accounts.scopes import SCOPE_READ
 from mcp_gateway.client_log import client_log
+from mcp_gateway.client_requests import client_elicit, client_sample
 from mcp_gateway.registry import Toolset, tool
 
 PNG_1X1 = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg=="
@@ -101,15 +103,92 @@ async def test_error_handling() -> list[ContentBlock]:
 
 @_fixture("test_sampling", "Asks the client's model to complete a prompt.")
 async def test_sampling(prompt: str, ctx: Context) -> list[ContentBlock]:
-    raise ToolError(
-        "Sampling needs a server-to-client request, which Gatehouse's stateless sessions do not offer."
-    )
+    answer = await client_sample(ctx, prompt=prompt, max_tokens=100)
+    return [TextContent(type="text", text=f"LLM response: {answer}")]
 
 
 @_fixture("test_elicitation", "Asks the person for information.")
 async def test_elicitation(message: str, ctx: Context) -> list[ContentBlock]:
-    raise ToolError(
-        "Elicitation needs a server-to-client request, which Gatehouse's stateless sessions do not offer."
+    schema = {
+        "type": "object",
+        "properties": {
+            "username": {"type": "string", "description": "User's response"},
+            "email": {"type": "string", "description": "User's email address"},
+        },
+        "required": ["username", "email"],
+    }
+    answer = await client_elicit(ctx, message=message, schema=schema)
+    return [TextContent(type="text", text=f"User response: action={answer.action}, content={answer.content}")]
+
+
+@_fixture("test_elicitation_sep1034_defaults", "Asks for a form whose every field has a default (SEP-1034).")
+async def test_elicitation_sep1034_defaults(ctx: Context) -> list[ContentBlock]:
+    schema = {
+        "type": "object",
+        "properties": {
+            "name": {"type": "string", "description": "User name", "default": "John Doe"},
+            "age": {"type": "integer", "description": "User age", "default": 30},
+            "score": {"type": "number", "description": "User score", "default": 95.5},
+            "status": {
+                "type": "string",
+                "description": "User status",
+                "enum": ["active", "inactive", "pending"],
+                "default": "active",
+            },
+            "verified": {"type": "boolean", "description": "Verification status", "default": True},
+        },
+        "required": [],
+    }
+    answer = await client_elicit(
+        ctx, message="Please review and update the form fields with defaults", schema=schema
+    )
+    return [_elicitation_completed(answer)]
+
+
+@_fixture("test_elicitation_sep1330_enums", "Asks for a form with every kind of enum (SEP-1330).")
+async def test_elicitation_sep1330_enums(ctx: Context) -> list[ContentBlock]:
+    schema = {
+        "type": "object",
+        "properties": {
+            "untitledSingle": {"type": "string", "enum": ["option1", "option2", "option3"]},
+            "titledSingle": {
+                "type": "string",
+                "oneOf": [
+                    {"const": "value1", "title": "First Option"},
+                    {"const": "value2", "title": "Second Option"},
+                    {"const": "value3", "title": "Third Option"},
+                ],
+            },
+            "legacyEnum": {
+                "type": "string",
+                "enum": ["opt1", "opt2", "opt3"],
+                "enumNames": ["Option One", "Option Two", "Option Three"],
+            },
+            "untitledMulti": {
+                "type": "array",
+                "items": {"type": "string", "enum": ["option1", "option2", "option3"]},
+            },
+            "titledMulti": {
+                "type": "array",
+                "items": {
+                    "anyOf": [
+                        {"const": "value1", "title": "First Choice"},
+                        {"const": "value2", "title": "Second Choice"},
+                        {"const": "value3", "title": "Third Choice"},
+                    ]
+                },
+            },
+        },
+        "required": [],
+    }
+    answer = await client_elicit(ctx, message="Please select options from the enum fields", schema=schema)
+    return [_elicitation_completed(answer)]
+
+
+def _elicitation_completed(answer: ElicitResult) -> TextContent:
+    return TextContent(
+        type="text",
+        text=f"Elicitation completed: action={answer.action}, content={json.dumps(answer.content)}",
     )
 
 
@@ -220,6 +299,8 @@ toolset = Toolset(
         test_error_handling,
         test_sampling,
         test_elicitation,
+        test_elicitation_sep1034_defaults,
+        test_elicitation_sep1330_enums,
     ),
     enabled_by_default=False,
     install=install,

@@ -59,7 +59,8 @@ def _serve(
         server.stop()
 
 
-MAIN_SERVER_TOOLSET_CACHE_SECONDS = 1
+# Uncached, so that one test's toolset switch never leaks into the next test's listing.
+MAIN_SERVER_TOOLSET_CACHE_SECONDS = 0
 
 
 @pytest.fixture(scope="session")
@@ -93,6 +94,18 @@ def faults_server(demo, database_url, tmp_path_factory) -> Iterator[DaphneServer
         "faults",
         GATEHOUSE_TOOLSETS="mcp_gateway.toolsets.account,tests.toolsets.faults",
         MCP_TOOLSET_CACHE_SECONDS="0",
+    )
+
+
+@pytest.fixture(scope="session")
+def second_faults_server(faults_server, database_url, tmp_path_factory) -> Iterator[DaphneServer]:
+    """A second replica of the faults server, behind the same public URL."""
+    yield from _serve(
+        tmp_path_factory,
+        database_url,
+        "faults-second",
+        public_url=faults_server.public_url,
+        GATEHOUSE_TOOLSETS="mcp_gateway.toolsets.account,tests.toolsets.faults",
     )
 
 

@@ -67,6 +67,8 @@ class DaphneServer:
             "PORT": str(self.port),
             "PUBLIC_URL": self.public_url,
             "PYTHONUNBUFFERED": "1",
+            # Tests switch toolsets between requests; a cached answer would leak into the next test.
+            "MCP_TOOLSET_CACHE_SECONDS": "0",
             **(extra_env or {}),
         }
         self.process: subprocess.Popen[bytes] | None = None
@@ -256,6 +258,7 @@ async def sdk_client(
     mode: str = "legacy",
     storage: MemoryTokenStorage | None = None,
     transport: httpx2.AsyncBaseTransport | None = None,
+    **client_options: Any,
 ) -> AsyncIterator[tuple[Client, MemoryTokenStorage]]:
     """The official SDK client with its OAuthClientProvider; the person consents in the browser."""
     storage = storage or MemoryTokenStorage()
@@ -288,7 +291,9 @@ async def sdk_client(
     try:
         async with (
             httpx2.AsyncClient(auth=provider, timeout=30, transport=transport) as http,
-            Client(streamable_http_client(server.mcp_url, http_client=http), mode=mode) as client,
+            Client(
+                streamable_http_client(server.mcp_url, http_client=http), mode=mode, **client_options
+            ) as client,
         ):
             yield client, storage
     finally:

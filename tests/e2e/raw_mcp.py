@@ -51,9 +51,12 @@ class RawMcp:
             headers["mcp-session-id"] = session_id
         return {**headers, **extra}
 
-    async def initialize(self, url: str, *, client_name: str = "raw-http") -> str:
+    async def initialize(
+        self, url: str, *, client_name: str = "raw-http", capabilities: dict[str, Any] | None = None
+    ) -> str:
         body = initialize_body()
         body["params"]["clientInfo"] = {"name": client_name, "version": "9.9"}
+        body["params"]["capabilities"] = capabilities or {}
         response = await self.http.post(
             url, json=body, headers={**MCP_HEADERS, "authorization": f"Bearer {self.token}"}
         )

@@ -47,9 +47,23 @@ async def count_with_progress(steps: int, ctx: Context) -> int:
     return steps
 
 
+@tool(name="wait_for_cancel", description="Wait until cancelled.", scopes=[SCOPE_READ], timeout_seconds=120)
+async def wait_for_cancel() -> str:
+    await asyncio.sleep(60)
+    return "not cancelled"
+
+
 toolset = Toolset(
     name="faults",
     description="Deliberate failures for tests.",
     enabled_by_default=True,
-    tools=(fail_internal, fail_not_found, fail_not_ready, fail_slowly, fail_database, count_with_progress),
+    tools=(
+        fail_internal,
+        fail_not_found,
+        fail_not_ready,
+        fail_slowly,
+        fail_database,
+        count_with_progress,
+        wait_for_cancel,
+    ),
 )

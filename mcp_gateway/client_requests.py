@@ -1,0 +1,53 @@
+"""Ask the client something in the middle of a tool call: its model (sampling) or its user
+(elicitation). The request rides the call's own response; the answer comes back through the relay,
+whichever worker it reaches (``exchange``, ``relay``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mcp.server.mcpserver import Context
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.shared.exceptions import NoBackChannelError
+from mcp_types import (
+    ClientCapabilities,
+    ElicitationCapability,
+    ElicitResult,
+    SamplingCapability,
+    SamplingMessage,
+    TextContent,
+)
+
+NO_SAMPLING = "This client does not offer sampling, so the tool cannot ask its model."
+NO_ELICITATION = "This client does not offer elicitation, so the tool cannot ask its user."
+NO_BACK_CHANNEL = (
+    "Asking the client mid-call needs an MCP session (protocol 2025-11-25 or older); this request has none."
+)
+
+
+async def client_sample(ctx: Context, *, prompt: str, max_tokens: int) -> str:
+    """The client's model's answer to ``prompt``, as text."""
+    session = ctx.request_context.session
+    if not session.check_client_capability(ClientCapabilities(sampling=SamplingCapability())):
+        raise ToolError(NO_SAMPLING)
+    message = SamplingMessage(role="user", content=TextContent(type="text", text=prompt))
+    try:
+        result = await session.create_message(
+            [message], max_tokens=max_tokens, related_request_id=ctx.request_context.request_id
+        )
+    except NoBackChannelError:
+        raise ToolError(NO_BACK_CHANNEL) from None
+    content = result.content
+    blocks = content if isinstance(content, list) else [content]
+    return "".join(block.text for block in blocks if isinstance(block, TextContent))
+
+
+async def client_elicit(ctx: Context, *, message: str, schema: dict[str, Any]) -> ElicitResult:
+    """The user's answer to a form: ``action`` (accept, decline, cancel) and ``content``."""
+    session = ctx.request_context.session
+    if not session.check_client_capability(ClientCapabilities(elicitation=ElicitationCapability())):
+        raise ToolError(NO_ELICITATION)
+    try:
+        return await session.elicit_form(message, schema, related_request_id=ctx.request_context.request_id)
+    except NoBackChannelError:
+        raise ToolError(NO_BACK_CHANNEL) from None

@@ -1,0 +1,193 @@
+"""A tool asks the client mid-call (sampling, elicitation), and the client may cancel a call:
+the answer or the cancellation reaches the right call whichever worker the balancer picks."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Awaitable, Callable
+
+import pytest
+from mcp_types import (
+    CreateMessageRequestParams,
+    CreateMessageResult,
+    ElicitRequestParams,
+    ElicitResult,
+    TextContent,
+)
+
+from mcp_gateway.models import RelayedMessage
+from tests.e2e.harness import Person, RoundRobin, sdk_client
+from tests.e2e.oauth_driver import access_token
+from tests.e2e.raw_mcp import RawMcp, sse_messages
+
+pytestmark = pytest.mark.django_db
+
+
+async def _answer_elicitation(context, params: ElicitRequestParams) -> ElicitResult:
+    return ElicitResult(action="accept", content={"username": "alice", "email": "alice@acme.test"})
+
+
+async def _answer_sampling(context, params: CreateMessageRequestParams) -> CreateMessageResult:
+    (message,) = params.messages
+    assert isinstance(message.content, TextContent)
+    return CreateMessageResult(
+        role="assistant",
+        content=TextContent(type="text", text=f"echo: {message.content.text}"),
+        model="test-model",
+    )
+
+
+async def test_the_sdk_client_answers_elicitation_and_sampling_behind_a_balancer(
+    server, second_server, tenant_toolset
+):
+    tenant_toolset("acme", "conformance", enabled=True)
+    balancer = RoundRobin([server.port, second_server.port])
+    async with sdk_client(
+        server,
+        Person("alice"),
+        transport=balancer,
+        elicitation_callback=_answer_elicitation,
+        sampling_callback=_answer_sampling,
+    ) as (client, _):
+        elicited = [await client.call_tool("test_elicitation", {"message": "Who are you?"}) for _ in range(3)]
+        sampled = [await client.call_tool("test_sampling", {"prompt": "Say hi"}) for _ in range(3)]
+
+    for result in elicited:
+        assert not result.is_error, result
+        assert result.content[0].text.startswith("User response: action=accept")
+        assert "alice@acme.test" in result.content[0].text
+    for result in sampled:
+        assert not result.is_error, result
+        assert result.content[0].text == "LLM response: echo: Say hi"
+    assert set(balancer.served) == {server.port, second_server.port}
+
+
+ELICIT = {"name": "test_elicitation", "arguments": {"message": "Hello?"}}
+
+
+async def _ask(raw: RawMcp, url: str, session_id: str, answer: Callable[[dict], Awaitable[None]]) -> dict:
+    """Call ``test_elicitation`` on ``url``, let ``answer`` reply to the server's request, and
+    return the call's final message."""
+    raw.next_id += 1
+    body = {"jsonrpc": "2.0", "id": raw.next_id, "method": "tools/call", "params": ELICIT}
+    async with raw.http.stream("POST", url, json=body, headers=raw.headers(session_id)) as stream:
+        assert stream.headers["content-type"].startswith("text/event-stream")
+        messages = (json.loads(line[5:]) async for line in stream.aiter_lines() if line.startswith("data:"))
+        request = await anext(messages)
+        assert request["method"] == "elicitation/create"
+        assert request["params"]["message"] == "Hello?"
+        await answer(request)
+        final = [message async for message in messages]
+    assert final[-1]["id"] == body["id"]
+    return final[-1]
+
+
+def _accept(request: dict, **content: str) -> dict:
+    return {"jsonrpc": "2.0", "id": request["id"], "result": {"action": "accept", "content": content}}
+
+
+async def test_the_answer_may_reach_another_worker(server, second_server, tenant_toolset):
+    tenant_toolset("acme", "conformance", enabled=True)
+    raw = RawMcp(await access_token(server, Person("alice")))
+    try:
+        session_id = await raw.initialize(server.mcp_url, capabilities={"elicitation": {}})
+
+        async def answer_elsewhere(request: dict) -> None:
+            posted = await raw.http.post(
+                second_server.mcp_url,
+                json=_accept(request, username="bea", email="bea@acme.test"),
+                headers=raw.headers(session_id),
+            )
+            assert posted.status_code == 202
+
+        final = await _ask(raw, server.mcp_url, session_id, answer_elsewhere)
+    finally:
+        await raw.aclose()
+    assert "bea@acme.test" in final["result"]["content"][0]["text"]
+
+
+async def test_a_large_answer_crosses_workers(server, second_server, tenant_toolset):
+    """Answers beyond PostgreSQL's notification size travel through a row."""
+    tenant_toolset("acme", "conformance", enabled=True)
+    big = "x" * 20_000
+    raw = RawMcp(await access_token(server, Person("alice")))
+    try:
+        session_id = await raw.initialize(server.mcp_url, capabilities={"elicitation": {}})
+
+        async def answer_elsewhere(request: dict) -> None:
+            posted = await raw.http.post(
+                second_server.mcp_url,
+                json=_accept(request, username=big, email="e@acme.test"),
+                headers=raw.headers(session_id),
+            )
+            assert posted.status_code == 202
+
+        final = await _ask(raw, server.mcp_url, session_id, answer_elsewhere)
+    finally:
+        await raw.aclose()
+    assert big in final["result"]["content"][0]["text"]
+    assert not await RelayedMessage.objects.aexists()
+
+
+async def test_a_client_without_elicitation_gets_a_clear_tool_error(server, tenant_toolset):
+    tenant_toolset("acme", "conformance", enabled=True)
+    raw = RawMcp(await access_token(server, Person("alice")))
+    try:
+        session_id = await raw.initialize(server.mcp_url)
+        result = await raw.result(server.mcp_url, "tools/call", ELICIT, session_id=session_id)
+    finally:
+        await raw.aclose()
+    assert result["isError"] is True
+    assert "does not offer elicitation" in result["content"][0]["text"]
+
+
+async def test_only_the_session_that_was_asked_can_answer(server, second_server, tenant_toolset):
+    tenant_toolset("acme", "conformance", enabled=True)
+    raw = RawMcp(await access_token(server, Person("alice")))
+    try:
+        asked = await raw.initialize(server.mcp_url, capabilities={"elicitation": {}})
+        other = await raw.initialize(server.mcp_url, capabilities={"elicitation": {}})
+
+        async def forge_then_answer(request: dict) -> None:
+            for url, session_id, name in [
+                (server.mcp_url, other, "forged-here"),
+                (second_server.mcp_url, other, "forged-there"),
+                (second_server.mcp_url, asked, "genuine"),
+            ]:
+                posted = await raw.http.post(
+                    url, json=_accept(request, username=name, email="x"), headers=raw.headers(session_id)
+                )
+                assert posted.status_code == 202
+
+        final = await _ask(raw, server.mcp_url, asked, forge_then_answer)
+    finally:
+        await raw.aclose()
+    assert "'username': 'genuine'" in final["result"]["content"][0]["text"]
+
+
+async def test_a_cancelled_call_stops_on_whichever_worker_runs_it(faults_server, second_faults_server):
+    raw = RawMcp(await access_token(faults_server, Person("alice")))
+    try:
+        session_id = await raw.initialize(faults_server.mcp_url)
+        call = asyncio.ensure_future(
+            raw.request(
+                faults_server.mcp_url,
+                "tools/call",
+                {"name": "wait_for_cancel", "arguments": {}},
+                session_id=session_id,
+            )
+        )
+        await asyncio.sleep(1)
+        call_id = raw.next_id
+        cancel = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": call_id}}
+        cancelled = await raw.http.post(
+            second_faults_server.mcp_url, json=cancel, headers=raw.headers(session_id)
+        )
+        response = await asyncio.wait_for(call, timeout=10)
+    finally:
+        await raw.aclose()
+    assert cancelled.status_code == 202
+    # The protocol sends no response to a cancelled request: the call's response ends empty.
+    assert response.status_code in {200, 204}
+    assert [m for m in sse_messages(response) if "id" in m] == []
