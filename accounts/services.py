@@ -30,8 +30,8 @@ def membership_ensure(*, user: User, tenant: Tenant, role: Role) -> Membership:
 DISPLAY_NAME_MAX = 150
 
 
-async def user_set_display_name(*, user_id: int, display_name: str) -> User:
-    user = await User.objects.aget(pk=user_id)
+def user_set_display_name(*, user_id: int, display_name: str) -> User:
+    user = User.objects.get(pk=user_id)
     user.display_name = display_name
-    await user.asave(update_fields=["display_name"])
+    user.save(update_fields=["display_name"])
     return user

@@ -181,6 +181,8 @@ GATEHOUSE: dict[str, Any] = {
     "SESSION_PURGE_INTERVAL_SECONDS": env_int("MCP_SESSION_PURGE_INTERVAL_SECONDS", default=600, minimum=0),
     # How long each process trusts its copy of a tenant's enabled toolsets.
     "TOOLSET_CACHE_SECONDS": env_int("MCP_TOOLSET_CACHE_SECONDS", default=5, minimum=0),
+    # Connections per worker for the query every MCP request makes (mcp_gateway.db).
+    "HOT_PATH_POOL_SIZE": env_int("MCP_DB_POOL_SIZE", default=4, minimum=1),
     # Diagnostics: count every SQL query this process runs and report the total when it exits.
     "COUNT_QUERIES": env_bool("GATEHOUSE_COUNT_QUERIES", default=False),
 }

@@ -14,7 +14,6 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from asgiref.sync import sync_to_async
 from django.utils import timezone
 from mcp_types import InitializeRequestParams
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
@@ -23,6 +22,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from mcp_gateway.asgi_auth import LIVE_SESSION_KEY
 from mcp_gateway.asgi_envelope import MESSAGE_KEY, jsonrpc_error
 from mcp_gateway.asgi_http import request_header
+from mcp_gateway.db import db_call
 from mcp_gateway.exchange import INITIALIZED_HOOK, SESSION_KEY
 from mcp_gateway.identity import SCOPE_KEY as IDENTITY_KEY
 from mcp_gateway.identity import Identity
@@ -79,15 +79,15 @@ class McpSessionMiddleware:
         session: LiveSession | None = scope.get(LIVE_SESSION_KEY)
         now = timezone.now()
         if session is not None and session_is_idle(session=session, now=now):
-            await sync_to_async(session_terminate)(session_id=session.id, reason=TerminationReason.EXPIRED)
+            await db_call(session_terminate, session_id=session.id, reason=TerminationReason.EXPIRED)
             session = None
         if session is None:
             await jsonrpc_error(send, status=404, code=-32002, message=SESSION_NOT_FOUND)
             return
         if session_needs_touch(session=session, now=now):
-            await sync_to_async(session_touch)(session_id=session.id, now=now)
+            await db_call(session_touch, session_id=session.id, now=now)
         if method == "DELETE":
-            await sync_to_async(session_terminate)(session_id=session.id, reason=TerminationReason.CLIENT)
+            await db_call(session_terminate, session_id=session.id, reason=TerminationReason.CLIENT)
             await send({"type": "http.response.start", "status": 204, "headers": []})
             await send({"type": "http.response.body", "body": b""})
             return
@@ -114,7 +114,8 @@ class McpSessionMiddleware:
             client: InitializeRequestParams | None, protocol_version: str
         ) -> list[tuple[bytes, bytes]]:
             # The row exists before the client can learn the id.
-            await sync_to_async(session_open)(
+            await db_call(
+                session_open,
                 session_id=session_id,
                 identity=identity,
                 protocol_version=protocol_version,

@@ -12,7 +12,6 @@ import asyncio
 import logging
 from typing import Any
 
-from asgiref.sync import sync_to_async
 from django.conf import settings
 from mcp.server._otel import OpenTelemetryMiddleware
 from mcp.server.context import ServerRequestContext
@@ -27,6 +26,7 @@ from mcp_gateway.asgi_auth import McpAuthMiddleware
 from mcp_gateway.asgi_envelope import JsonRpcEnvelopeMiddleware
 from mcp_gateway.asgi_http import request_header
 from mcp_gateway.asgi_sessions import VERSION_HEADER, McpSessionMiddleware
+from mcp_gateway.db import db_call
 from mcp_gateway.exchange import SESSION_KEY, HandshakeEraApp
 from mcp_gateway.guard import RequestGuard, guarded_handler
 from mcp_gateway.registry import Registry, default_registry
@@ -72,7 +72,7 @@ def server_build(*, registry: Registry) -> MCPServer:
 async def _set_log_level(ctx: ServerRequestContext[Any, Any], params: SetLevelRequestParams) -> EmptyResult:
     session = getattr(ctx.request, "scope", {}).get(SESSION_KEY)
     if session is not None:
-        await sync_to_async(session_set_log_level)(session_id=session.id, level=params.level)
+        await db_call(session_set_log_level, session_id=session.id, level=params.level)
     return EmptyResult()
 
 
@@ -117,7 +117,7 @@ async def _purge_sessions_forever() -> None:
     while True:
         await asyncio.sleep(interval)
         try:
-            ended, deleted = await sync_to_async(session_purge)()
+            ended, deleted = await db_call(session_purge)
         except Exception:
             # A failed sweep (database away) must not stop the endpoint; the next one retries.
             logger.exception("MCP session purge failed")

@@ -9,12 +9,12 @@ import functools
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from asgiref.sync import sync_to_async
 from jsonschema import Draft202012Validator
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 
+from mcp_gateway.db import db_call
 from mcp_gateway.errors import InsufficientScope, InvalidInput, as_mcp_error
 from mcp_gateway.identity import Identity, identity_from_request
 from mcp_gateway.rbac import missing_scopes, tool_allowed
@@ -83,7 +83,7 @@ class RequestGuard:
         cached = toolsets_enabled_cached(tenant_id=identity.tenant_id)
         if cached is not None:
             return cached
-        return await sync_to_async(toolsets_enabled)(tenant_id=identity.tenant_id, registry=self.registry)
+        return await db_call(toolsets_enabled, tenant_id=identity.tenant_id, registry=self.registry)
 
     def _filter_listing(
         self, method: str, result: dict[str, Any], identity: Identity, enabled: frozenset[str]

@@ -1,7 +1,8 @@
 """An opt-in SQL query counter (``GATEHOUSE_COUNT_QUERIES=true``) for benchmarks and diagnosis.
 
-Every database connection the process opens gets an execute wrapper; the total is written to
-stderr when the process exits, as ``gatehouse-sql-queries: N``.
+Every Django database connection the process opens gets an execute wrapper, and the endpoint's
+own async pool (``db``) counts its queries here too; the total is written to stderr when the
+process exits, as ``gatehouse-sql-queries: N``.
 """
 
 from __future__ import annotations
@@ -18,11 +19,15 @@ _counter = itertools.count()
 _count = 0
 
 
+def querycount_add() -> None:
+    global _count
+    _count = next(_counter) + 1
+
+
 def _count_query(
     execute: Callable[..., Any], sql: str, params: Any, many: bool, context: dict[str, Any]
 ) -> Any:
-    global _count
-    _count = next(_counter) + 1
+    querycount_add()
     return execute(sql, params, many, context)
 
 

@@ -21,11 +21,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from asgiref.sync import sync_to_async
 from django.db import connection, connections
 from mcp.shared.exceptions import MCPError
 from mcp_types import ErrorData
 
+from mcp_gateway.db import db_call
 from mcp_gateway.models import RelayedMessage
 
 logger = logging.getLogger(__name__)
@@ -174,7 +174,7 @@ class PostgresRelay(LocalRelay):
                 # Too big to travel inline: it waits in a row, for the worker that holds the waiter.
                 if envelope.get("id") not in self._waiters:
                     return
-                message = await sync_to_async(_take_row)(envelope["ref"])
+                message = await db_call(_take_row, envelope["ref"])
                 if message is None:
                     return
             self._answer_locally(envelope["session"], message)
@@ -182,7 +182,7 @@ class PostgresRelay(LocalRelay):
             logger.exception("Dropped a malformed relay message")
 
     async def _publish(self, envelope: dict[str, Any]) -> None:
-        await sync_to_async(_notify)(envelope)
+        await db_call(_notify, envelope)
 
 
 def _notify(envelope: dict[str, Any]) -> None:

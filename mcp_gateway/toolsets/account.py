@@ -9,6 +9,7 @@ from pydantic import BaseModel, Field, StringConstraints
 
 from accounts.scopes import SCOPE_READ, SCOPE_WRITE
 from accounts.services import DISPLAY_NAME_MAX, user_set_display_name
+from mcp_gateway.db import db_call
 from mcp_gateway.identity import identity_from_context
 from mcp_gateway.registry import Toolset, tool
 
@@ -73,7 +74,7 @@ async def set_display_name(
     ctx: Context,
 ) -> DisplayName:
     identity = identity_from_context(ctx)
-    user = await user_set_display_name(user_id=identity.user_id, display_name=display_name)
+    user = await db_call(user_set_display_name, user_id=identity.user_id, display_name=display_name)
     return DisplayName(display_name=user.display_name)
 
 

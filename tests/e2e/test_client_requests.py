@@ -9,6 +9,7 @@ from collections.abc import Awaitable, Callable
 
 import pytest
 from mcp_types import (
+    CallToolResult,
     CreateMessageRequestParams,
     CreateMessageResult,
     ElicitRequestParams,
@@ -55,12 +56,18 @@ async def test_the_sdk_client_answers_elicitation_and_sampling_behind_a_balancer
 
     for result in elicited:
         assert not result.is_error, result
-        assert result.content[0].text.startswith("User response: action=accept")
-        assert "alice@acme.test" in result.content[0].text
+        assert _text(result).startswith("User response: action=accept")
+        assert "alice@acme.test" in _text(result)
     for result in sampled:
         assert not result.is_error, result
-        assert result.content[0].text == "LLM response: echo: Say hi"
+        assert _text(result) == "LLM response: echo: Say hi"
     assert set(balancer.served) == {server.port, second_server.port}
+
+
+def _text(result: CallToolResult) -> str:
+    (block,) = result.content
+    assert isinstance(block, TextContent)
+    return block.text
 
 
 ELICIT = {"name": "test_elicitation", "arguments": {"message": "Hello?"}}

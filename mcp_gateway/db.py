@@ -1,0 +1,116 @@
+"""Database access from the MCP endpoint, which runs outside Django's request cycle.
+
+Two ways in:
+
+* ``hot_path_fetchone``: the one query every MCP request makes (``tokens``). On PostgreSQL it runs
+  on the event loop through psycopg's own async pool, with no hop to a worker thread and no
+  ``SELECT 1`` health check in front of it; psycopg prepares it on each connection after a few
+  uses. A connection the server cut is dropped and the query retried once on a fresh one.
+* ``db_call``: everything else (opening and ending sessions, tools' own work), through Django on
+  its database thread. MCP requests never fire Django's request signals, which is where stale or
+  broken connections are normally dropped, so it does that first.
+
+On SQLite (the embedded default) both go through Django.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Sequence
+from typing import Any, ParamSpec, TypeVar
+
+from asgiref.sync import sync_to_async
+from django.conf import settings
+from django.db import DatabaseError, close_old_connections, connection, connections
+
+from mcp_gateway.querycount import querycount_add
+
+logger = logging.getLogger(__name__)
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+POOL_TIMEOUT_SECONDS = 3.0
+
+
+async def db_call(func: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
+    def run() -> R:
+        close_old_connections()
+        return func(*args, **kwargs)
+
+    return await sync_to_async(run)()
+
+
+class _HotPathPool:
+    def __init__(self) -> None:
+        self._pool: Any = None
+        self._lock = asyncio.Lock()
+        self._counting = False
+
+    async def fetchone(self, sql: str, params: Sequence[Any]) -> tuple[Any, ...] | None:
+        import psycopg
+        import psycopg_pool
+
+        pool = self._pool or await self._open()
+        try:
+            for attempt in (1, 2):
+                try:
+                    async with pool.connection() as conn:
+                        if self._counting:
+                            querycount_add()
+                        cursor = await conn.execute(sql, params)
+                        return await cursor.fetchone()
+                except psycopg.OperationalError:
+                    # A connection the server cut (restart, failover, an operator's kill): its
+                    # idle siblings were likely cut too. Sweep them out, then one fresh try before
+                    # calling the database unavailable.
+                    if attempt == 2:
+                        raise
+                    logger.warning("Hot-path database connection lost; retrying on a fresh one")
+                    await pool.check()
+        except (psycopg.Error, psycopg_pool.PoolTimeout) as error:
+            raise DatabaseError(str(error)) from error
+        raise AssertionError("unreachable")
+
+    async def _open(self) -> Any:
+        from psycopg_pool import AsyncConnectionPool
+
+        async with self._lock:
+            if self._pool is None:
+                params = connections["default"].get_connection_params()
+                for django_only in ("cursor_factory", "context", "prepare_threshold"):
+                    params.pop(django_only, None)
+                options = settings.DATABASES["default"].get("OPTIONS", {})
+                pool = AsyncConnectionPool(
+                    kwargs={
+                        **params,
+                        "autocommit": True,
+                        # Behind a transaction-mode PgBouncer set OPTIONS prepare_threshold to None.
+                        "prepare_threshold": options.get("prepare_threshold", 5),
+                    },
+                    min_size=1,
+                    max_size=settings.GATEHOUSE["HOT_PATH_POOL_SIZE"],
+                    timeout=POOL_TIMEOUT_SECONDS,
+                    open=False,
+                    name="gatehouse-hot-path",
+                )
+                await pool.open(wait=False)
+                self._counting = settings.GATEHOUSE["COUNT_QUERIES"]
+                self._pool = pool
+        return self._pool
+
+
+_pool = _HotPathPool()
+
+
+async def hot_path_fetchone(sql: str, params: Sequence[Any]) -> tuple[Any, ...] | None:
+    if connection.vendor == "postgresql":
+        return await _pool.fetchone(sql, params)
+    return await db_call(_fetchone_sync, sql, params)
+
+
+def _fetchone_sync(sql: str, params: Sequence[Any]) -> tuple[Any, ...] | None:
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return cursor.fetchone()
