@@ -2,7 +2,9 @@
 
     .venv/bin/python benchmarks/mcp_throughput.py [--seconds 8] [--concurrency 1,16,64]
 
-Starts both servers on loopback, opens one MCP session per concurrent worker (2025-11-25
+Starts three servers on loopback: the bare SDK server under uvicorn (the SDK's own recipe, the
+baseline the ratio is against), the same bare server under Daphne (to show what the ASGI server
+costs by itself) and Gatehouse under Daphne. It opens one MCP session per concurrent worker (2025-11-25
 handshake), and drives `tools/call test_simple_text` for a fixed time at each concurrency with an
 aiohttp client (an httpx client saturates before the servers do). Prints calls/second, p50 and p99
 latency side by side, and the SQL queries Gatehouse ran per request. Uses the PostgreSQL database
@@ -188,7 +190,7 @@ def main() -> None:
     args = parser.parse_args()
     levels = [int(c) for c in args.concurrency.split(",")]
 
-    gh_port, bare_port = free_port(), free_port()
+    gh_port, bare_port, bare_daphne_port = free_port(), free_port(), free_port()
     public = f"http://127.0.0.1:{gh_port}"
     env = {
         **os.environ,
@@ -205,45 +207,55 @@ def main() -> None:
     prepare_database(env)
     token = mint_token(env, f"{public}/mcp")
 
-    gatehouse = subprocess.Popen(
-        [PYTHON, "-m", "daphne", "-v", "0", "-b", "127.0.0.1", "-p", str(gh_port), "config.asgi:application"],
-        cwd=BASE_DIR,
-        env=env,
-        stderr=subprocess.PIPE,
-    )
+    def daphne(port: int, application: str) -> subprocess.Popen[bytes]:
+        return subprocess.Popen(
+            [PYTHON, "-m", "daphne", "-v", "0", "-b", "127.0.0.1", "-p", str(port), application],
+            cwd=BASE_DIR,
+            env=env,
+            stderr=subprocess.PIPE,
+        )
+
+    gatehouse = daphne(gh_port, "config.asgi:application")
+    bare_daphne = daphne(bare_daphne_port, "benchmarks.bare_server:application")
     bare = subprocess.Popen(
         [PYTHON, str(BASE_DIR / "benchmarks" / "bare_server.py"), str(bare_port)], cwd=BASE_DIR
     )
-    results: dict[str, list[Level]] = {"bare": [], "gatehouse": []}
+    targets = {
+        "bare": (f"http://127.0.0.1:{bare_port}/mcp", None),
+        "bare_daphne": (f"http://127.0.0.1:{bare_daphne_port}/mcp", None),
+        "gatehouse": (f"{public}/mcp", token),
+    }
+    results: dict[str, list[Level]] = {name: [] for name in targets}
     requests = 0
     try:
-        wait_for(gh_port, gatehouse)
-        wait_for(bare_port, bare)
+        for port, process in [(gh_port, gatehouse), (bare_port, bare), (bare_daphne_port, bare_daphne)]:
+            wait_for(port, process)
         for concurrency in levels:
-            results["bare"].append(
-                asyncio.run(drive(f"http://127.0.0.1:{bare_port}/mcp", None, concurrency, args.seconds))
-            )
-            level = asyncio.run(drive(f"{public}/mcp", token, concurrency, args.seconds))
-            results["gatehouse"].append(level)
-            requests += level.calls + level.errors + 2 * concurrency
+            for name, (url, bearer) in targets.items():
+                results[name].append(asyncio.run(drive(url, bearer, concurrency, args.seconds)))
+            requests += results["gatehouse"][-1].calls + results["gatehouse"][-1].errors + 2 * concurrency
     finally:
-        bare.terminate()
-        gatehouse.terminate()
+        for process in (bare, bare_daphne, gatehouse):
+            process.terminate()
         _, stderr = gatehouse.communicate(timeout=30)
         bare.wait(timeout=30)
+        bare_daphne.communicate(timeout=30)
     match = re.search(rb"gatehouse-sql-queries: (\d+)", stderr or b"")
     queries = int(match.group(1)) if match else None
 
     print(f"tools/call test_simple_text, {args.seconds:g} s per level, loopback, {os.cpu_count()} cores")
+    print("calls/s, p50 and p99 ms; ratio: Gatehouse / bare under uvicorn, and / bare under Daphne")
     print(
-        f"{'concurrency':>11} | {'bare calls/s':>12} {'p50 ms':>7} {'p99 ms':>7} | "
-        f"{'gatehouse calls/s':>17} {'p50 ms':>7} {'p99 ms':>7} | {'ratio':>5}"
+        f"{'conc.':>5} | {'bare uvicorn':>22} | {'bare Daphne':>22} | {'Gatehouse Daphne':>22} | "
+        f"{'ratio':>5} {'Daphne':>6}"
     )
-    for bare_level, gh_level in zip(results["bare"], results["gatehouse"], strict=True):
-        b, g = bare_level.row(), gh_level.row()
+    for bare_level, daphne_level, gh_level in zip(
+        results["bare"], results["bare_daphne"], results["gatehouse"], strict=True
+    ):
+        b, d, g = bare_level.row(), daphne_level.row(), gh_level.row()
         print(
-            f"{bare_level.concurrency:>11} | {b[0]:>12.0f} {b[1]:>7.2f} {b[2]:>7.2f} | "
-            f"{g[0]:>17.0f} {g[1]:>7.2f} {g[2]:>7.2f} | {g[0] / b[0]:>5.2f}"
+            f"{bare_level.concurrency:>5} | {_cell(b)} | {_cell(d)} | {_cell(g)} | "
+            f"{g[0] / b[0]:>5.2f} {g[0] / d[0]:>6.2f}"
         )
     errors = sum(level.errors for levels_ in results.values() for level in levels_)
     print(f"failed calls: {errors}")
@@ -251,6 +263,10 @@ def main() -> None:
         print(
             f"gatehouse SQL queries: {queries} for {requests} requests = {queries / requests:.2f} per request"
         )
+
+
+def _cell(row: tuple[float, float, float]) -> str:
+    return f"{row[0]:>6.0f} {row[1]:>7.2f} {row[2]:>7.2f}"
 
 
 if __name__ == "__main__":

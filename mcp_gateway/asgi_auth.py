@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
 from urllib.parse import urlsplit
 
 from django.conf import settings
@@ -33,14 +34,16 @@ def protected_resource_metadata_url() -> str:
     return f"{settings.PUBLIC_URL}/.well-known/oauth-protected-resource{settings.MCP_PATH}"
 
 
-def _www_authenticate(*, error: str | None, description: str | None) -> str:
+def www_authenticate(
+    *, error: str | None, description: str | None, scopes: Iterable[str] | None = None
+) -> str:
     parts = []
     if error:
         parts.append(f'error="{error}"')
     if description:
         parts.append(f'error_description="{description}"')
     parts.append(f'resource_metadata="{protected_resource_metadata_url()}"')
-    parts.append(f'scope="{" ".join(sorted(scope_definitions()))}"')
+    parts.append(f'scope="{" ".join(sorted(scope_definitions() if scopes is None else scopes))}"')
     return "Bearer " + ", ".join(parts)
 
 
@@ -102,7 +105,7 @@ class McpAuthMiddleware:
                 headers=[
                     (
                         b"www-authenticate",
-                        _www_authenticate(
+                        www_authenticate(
                             error="invalid_token" if presented else None,
                             description=exc.message if presented else None,
                         ).encode(),

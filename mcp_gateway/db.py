@@ -16,6 +16,7 @@ On SQLite (the embedded default) both go through Django.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from collections.abc import Callable, Sequence
 from typing import Any, ParamSpec, TypeVar
@@ -104,8 +105,13 @@ class _HotPathPool:
 _pool = _HotPathPool()
 
 
+@functools.cache
+def _on_postgresql() -> bool:
+    return connection.vendor == "postgresql"
+
+
 async def hot_path_fetchone(sql: str, params: Sequence[Any]) -> tuple[Any, ...] | None:
-    if connection.vendor == "postgresql":
+    if _on_postgresql():
         return await _pool.fetchone(sql, params)
     return await db_call(_fetchone_sync, sql, params)
 

@@ -29,9 +29,11 @@ from mcp_gateway.asgi_sessions import VERSION_HEADER, McpSessionMiddleware
 from mcp_gateway.db import db_call
 from mcp_gateway.exchange import SESSION_KEY, HandshakeEraApp
 from mcp_gateway.guard import RequestGuard, guarded_handler
+from mcp_gateway.identity import SCOPE_KEY as IDENTITY_KEY
 from mcp_gateway.registry import Registry, default_registry
 from mcp_gateway.relay import relay_build
 from mcp_gateway.sessions import session_purge, session_set_log_level
+from mcp_gateway.step_up import challenging_send
 
 logger = logging.getLogger(__name__)
 
@@ -177,4 +179,4 @@ class EraRouter:
             self.modern.start_soon()
             await self.handshake(scope, receive, send)
         else:
-            await self.modern(scope, receive, send)
+            await self.modern(scope, receive, challenging_send(send, identity=scope[IDENTITY_KEY]))

@@ -141,10 +141,17 @@ class RequestChannel:
         self.transport = TransportContext(
             kind="streamable-http", can_send_request=session_id is not None, headers=request.headers
         )
-        self.cancel_requested = anyio.Event()
+        self._cancel_requested: anyio.Event | None = None
         self._stream = stream
         self._relay = relay
         self._session_id = session_id
+
+    @property
+    def cancel_requested(self) -> anyio.Event:
+        # Made on demand: few handlers look, and an anyio Event costs a backend lookup per request.
+        if self._cancel_requested is None:
+            self._cancel_requested = anyio.Event()
+        return self._cancel_requested
 
     @property
     def can_send_request(self) -> bool:
@@ -314,11 +321,8 @@ class HandshakeEraApp:
             task.uncancel()
             reply = None
         except Exception as error:
-            reply = {
-                "jsonrpc": "2.0",
-                "id": request_id,
-                "error": _error_data(error).model_dump(exclude_none=True),
-            }
+            error_data = _error_data(error).model_dump(exclude_none=True)
+            reply = {"jsonrpc": "2.0", "id": request_id, "error": error_data}
         finally:
             watcher.cancel()
             if session is not None:
