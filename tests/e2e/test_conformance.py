@@ -34,5 +34,6 @@ async def test_the_active_server_scenarios_pass(server, tenant_toolset):
         check=False,
     )
     summary = completed.stdout[completed.stdout.find("=== SUMMARY ===") :]
+    print(summary)  # shown with -s, and in the CI log when the test fails
     assert completed.returncode == 0, f"{summary or completed.stdout[-4000:]}\n{completed.stderr[-4000:]}"
     assert "Total:" in summary
