@@ -94,21 +94,24 @@ def _accept(request: dict, **content: str) -> dict:
     return {"jsonrpc": "2.0", "id": request["id"], "result": {"action": "accept", "content": content}}
 
 
+def _answer_on(raw: RawMcp, url: str, session_id: str, **content: str) -> Callable[[dict], Awaitable[None]]:
+    """Accept the server's question with ``content``, posting the answer to ``url``."""
+
+    async def answer(request: dict) -> None:
+        posted = await raw.http.post(url, json=_accept(request, **content), headers=raw.headers(session_id))
+        assert posted.status_code == 202
+
+    return answer
+
+
 async def test_the_answer_may_reach_another_worker(server, second_server, tenant_toolset):
     tenant_toolset("acme", "conformance", enabled=True)
     raw = RawMcp(await access_token(server, Person("alice")))
     try:
         session_id = await raw.initialize(server.mcp_url, capabilities={"elicitation": {}})
 
-        async def answer_elsewhere(request: dict) -> None:
-            posted = await raw.http.post(
-                second_server.mcp_url,
-                json=_accept(request, username="bea", email="bea@acme.test"),
-                headers=raw.headers(session_id),
-            )
-            assert posted.status_code == 202
-
-        final = await _ask(raw, server.mcp_url, session_id, answer_elsewhere)
+        answer = _answer_on(raw, second_server.mcp_url, session_id, username="bea", email="bea@acme.test")
+        final = await _ask(raw, server.mcp_url, session_id, answer)
     finally:
         await raw.aclose()
     assert "bea@acme.test" in final["result"]["content"][0]["text"]
@@ -122,15 +125,8 @@ async def test_a_large_answer_crosses_workers(server, second_server, tenant_tool
     try:
         session_id = await raw.initialize(server.mcp_url, capabilities={"elicitation": {}})
 
-        async def answer_elsewhere(request: dict) -> None:
-            posted = await raw.http.post(
-                second_server.mcp_url,
-                json=_accept(request, username=big, email="e@acme.test"),
-                headers=raw.headers(session_id),
-            )
-            assert posted.status_code == 202
-
-        final = await _ask(raw, server.mcp_url, session_id, answer_elsewhere)
+        answer = _answer_on(raw, second_server.mcp_url, session_id, username=big, email="e@acme.test")
+        final = await _ask(raw, server.mcp_url, session_id, answer)
     finally:
         await raw.aclose()
     assert big in final["result"]["content"][0]["text"]

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import httpx
 import pytest
 from mcp.shared.auth import OAuthToken
 
@@ -32,6 +33,17 @@ def _modern(method: str, params: dict) -> dict:
     return {"jsonrpc": "2.0", "id": 7, "method": method, "params": {**params, "_meta": meta}}
 
 
+async def _set_name_standalone(server, token: str) -> httpx.Response:
+    """``set_display_name`` as one 2026-07-28 request, outside any session."""
+    raw = RawMcp(token)
+    try:
+        return await raw.http.post(
+            server.mcp_url, json=_modern("tools/call", SET_NAME), headers=raw.headers(**MODERN_HEADERS)
+        )
+    finally:
+        await raw.aclose()
+
+
 @pytest.fixture
 def read_only_token(server, committed):
     """An admin's token that asked for mcp:read only, as a cautious client would."""
@@ -54,15 +66,7 @@ def read_only_token(server, committed):
 async def test_a_standalone_call_missing_a_scope_the_role_allows_gets_a_403_challenge(
     server, read_only_token
 ):
-    raw = RawMcp(read_only_token("admin"))
-    try:
-        response = await raw.http.post(
-            server.mcp_url,
-            json=_modern("tools/call", SET_NAME),
-            headers=raw.headers(**MODERN_HEADERS),
-        )
-    finally:
-        await raw.aclose()
+    response = await _set_name_standalone(server, read_only_token("admin"))
     assert response.status_code == 403, response.text
     challenge = response.headers["www-authenticate"]
     assert challenge.startswith("Bearer ")
@@ -75,15 +79,7 @@ async def test_a_standalone_call_missing_a_scope_the_role_allows_gets_a_403_chal
 
 
 async def test_a_viewer_is_refused_without_a_challenge_a_new_consent_could_not_meet(server, read_only_token):
-    raw = RawMcp(read_only_token("viewer"))
-    try:
-        response = await raw.http.post(
-            server.mcp_url,
-            json=_modern("tools/call", SET_NAME),
-            headers=raw.headers(**MODERN_HEADERS),
-        )
-    finally:
-        await raw.aclose()
+    response = await _set_name_standalone(server, read_only_token("viewer"))
     assert response.status_code == 200
     assert "www-authenticate" not in response.headers
     assert response.json()["error"]["code"] == -32001
