@@ -151,9 +151,10 @@ def _flush_sse_headers(send: Send) -> Send:
 def mcp_app_build() -> McpAuthMiddleware:
     registry = default_registry()
     server = server_build(registry=registry)
-    # Only the session manager this creates is used; Channels does the routing. Host and Origin
-    # are checked by McpAuthMiddleware against Django's ALLOWED_HOSTS, so the SDK's copy is off.
-    # Stateless: sessions live in Postgres (McpSessionMiddleware), so any process serves any of them.
+    # Only the session manager this creates is used, and only for 2026-07-28 requests, which stand
+    # alone; handshake-era sessions live in Postgres and go to the exchange. Channels does the
+    # routing. Host and Origin are checked by McpAuthMiddleware against Django's ALLOWED_HOSTS, so
+    # the SDK's copy is off.
     server.streamable_http_app(
         json_response=False,
         stateless_http=True,
