@@ -7,6 +7,7 @@ from oauth2_provider import views as oauth2_views
 from oauth2_provider.urls import metadata_urlpatterns
 
 from accounts.views import ConsentView
+from config.health import health
 
 # One list under DOT's namespace, so its metadata views can reverse every endpoint. Discovery
 # documents live at the domain root (RFC 8414 / RFC 9728); the endpoints live under /oauth/.
@@ -28,4 +29,5 @@ urlpatterns = [
     path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),
+    path("health", health, name="health"),
 ]
