@@ -90,8 +90,9 @@ if _database_url is None:
     LOCAL_DIR.mkdir(exist_ok=True)
     DATABASES = {"default": dj_database_url.parse(f"sqlite:///{LOCAL_DIR / 'gatehouse.sqlite3'}")}
 else:
-    # Persistent connections, health-checked before reuse: the MCP endpoint runs its queries on
-    # one long-lived thread, and reconnecting per request would dominate its latency.
+    # Persistent connections, health-checked before reuse, for Django's own queries (pages, admin,
+    # and the MCP endpoint's db_call): reconnecting per query would dominate their latency. The
+    # endpoint's per-request token lookup has its own async pool (mcp_gateway.db).
     DATABASES = {
         "default": dj_database_url.parse(
             _database_url,

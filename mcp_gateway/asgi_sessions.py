@@ -16,7 +16,6 @@ from typing import Any
 
 from django.utils import timezone
 from mcp_types import InitializeRequestParams
-from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from mcp_gateway.asgi_auth import LIVE_SESSION_KEY
@@ -38,40 +37,30 @@ from mcp_gateway.sessions import (
 )
 
 SESSION_HEADER = b"mcp-session-id"
-VERSION_HEADER = b"mcp-protocol-version"
 
 SESSION_REQUIRED = "Bad Request: Missing session ID"
 SESSION_NOT_FOUND = "Session not found"
 NO_STREAM = "This server offers no standalone SSE stream; notifications arrive on each request's response."
 
 
-def _initialize_params(message: Any) -> dict[str, Any] | None:
-    """The params of an ``initialize`` request, or None for any other message."""
-    if isinstance(message, dict) and message.get("method") == "initialize":
-        params = message.get("params")
-        return params if isinstance(params, dict) else {}
-    return None
+def _is_initialize(message: Any) -> bool:
+    return isinstance(message, dict) and message.get("method") == "initialize"
 
 
 class McpSessionMiddleware:
+    """Handshake-era requests only: the endpoint routes 2026-07-28 ones elsewhere first."""
+
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        version = request_header(scope, VERSION_HEADER)
-        if scope["type"] != "http" or (version is not None and version not in HANDSHAKE_PROTOCOL_VERSIONS):
-            # 2026-07-28 and later: every request stands alone; unknown versions are the SDK's to refuse.
-            await self.app(scope, receive, send)
-            return
         identity: Identity = scope[IDENTITY_KEY]
         session_id = request_header(scope, SESSION_HEADER)
         method = scope["method"]
 
-        if method == "POST":
-            init_params = _initialize_params(scope.get(MESSAGE_KEY))
-            if init_params is not None:
-                await self._initialize(scope, receive, send, identity, init_params)
-                return
+        if method == "POST" and _is_initialize(scope.get(MESSAGE_KEY)):
+            await self._initialize(scope, receive, send, identity)
+            return
 
         if session_id is None:
             await jsonrpc_error(send, status=400, code=-32600, message=SESSION_REQUIRED)
@@ -96,18 +85,13 @@ class McpSessionMiddleware:
                 send, status=405, code=-32600, message=NO_STREAM, headers=[(b"allow", b"POST, DELETE")]
             )
             return
-        scope = dict(scope)
-        scope[SESSION_KEY] = session
-        if version is None:
-            # 2024-11-05 clients send no version header; the SDK must still speak the session's version.
-            scope["headers"] = [*scope["headers"], (VERSION_HEADER, session.protocol_version.encode())]
-        # A session opened with fewer scopes never gains more from a later, broader token.
-        scope[IDENTITY_KEY] = _narrowed(identity, session.scopes)
-        await self.app(scope, receive, send)
+        # The exchange speaks the session's negotiated version, whatever header (if any, as with
+        # 2024-11-05 clients) the request carries. A session opened with fewer scopes never gains
+        # more from a later, broader token.
+        narrowed = _narrowed(identity, session.scopes)
+        await self.app({**scope, SESSION_KEY: session, IDENTITY_KEY: narrowed}, receive, send)
 
-    async def _initialize(
-        self, scope: Scope, receive: Receive, send: Send, identity: Identity, params: dict[str, Any]
-    ) -> None:
+    async def _initialize(self, scope: Scope, receive: Receive, send: Send, identity: Identity) -> None:
         session_id = session_new_id()
 
         async def opened(

@@ -43,6 +43,14 @@ async def db_call(func: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
     return await sync_to_async(run)()
 
 
+def psycopg_connect_kwargs() -> dict[str, Any]:
+    """How to open a plain psycopg connection (autocommit) to Django's default database."""
+    params = connections["default"].get_connection_params()
+    for django_only in ("cursor_factory", "context", "prepare_threshold"):
+        params.pop(django_only, None)
+    return {**params, "autocommit": True}
+
+
 class _HotPathPool:
     def __init__(self) -> None:
         self._pool: Any = None
@@ -79,14 +87,10 @@ class _HotPathPool:
 
         async with self._lock:
             if self._pool is None:
-                params = connections["default"].get_connection_params()
-                for django_only in ("cursor_factory", "context", "prepare_threshold"):
-                    params.pop(django_only, None)
                 options = settings.DATABASES["default"].get("OPTIONS", {})
                 pool = AsyncConnectionPool(
                     kwargs={
-                        **params,
-                        "autocommit": True,
+                        **psycopg_connect_kwargs(),
                         # Behind a transaction-mode PgBouncer set OPTIONS prepare_threshold to None.
                         "prepare_threshold": options.get("prepare_threshold", 5),
                     },

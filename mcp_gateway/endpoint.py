@@ -25,7 +25,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from mcp_gateway.asgi_auth import McpAuthMiddleware
 from mcp_gateway.asgi_envelope import JsonRpcEnvelopeMiddleware
 from mcp_gateway.asgi_http import request_header
-from mcp_gateway.asgi_sessions import VERSION_HEADER, McpSessionMiddleware
+from mcp_gateway.asgi_sessions import McpSessionMiddleware
 from mcp_gateway.db import db_call
 from mcp_gateway.exchange import SESSION_KEY, HandshakeEraApp
 from mcp_gateway.guard import RequestGuard, guarded_handler
@@ -36,6 +36,8 @@ from mcp_gateway.sessions import session_purge, session_set_log_level
 from mcp_gateway.step_up import challenging_send
 
 logger = logging.getLogger(__name__)
+
+VERSION_HEADER = b"mcp-protocol-version"
 
 INSTRUCTIONS = (
     "Gatehouse serves the tools your tenant and role allow. Call `whoami` to see which user, "
@@ -161,13 +163,14 @@ def mcp_app_build() -> McpAuthMiddleware:
         transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
     )
     modern = McpTransportApp(server.session_manager)
-    handshake = HandshakeEraApp(server=server._lowlevel_server, relay=relay_build())
-    return McpAuthMiddleware(JsonRpcEnvelopeMiddleware(McpSessionMiddleware(EraRouter(handshake, modern))))
+    handshake = McpSessionMiddleware(HandshakeEraApp(server=server._lowlevel_server, relay=relay_build()))
+    return McpAuthMiddleware(JsonRpcEnvelopeMiddleware(EraRouter(handshake, modern)))
 
 
 class EraRouter:
-    """Handshake-era POSTs to the exchange, 2026-07-28 (and unknown versions, for the SDK to refuse)
-    to the SDK's session manager."""
+    """Handshake-era requests (with no version header, as 2024-11-05 clients send them, or a
+    handshake version) to the persisted sessions and the exchange; 2026-07-28 (and unknown
+    versions, for the SDK to refuse) to the SDK's session manager."""
 
     def __init__(self, handshake: ASGIApp, modern: McpTransportApp) -> None:
         self.handshake = handshake

@@ -21,11 +21,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from django.db import connection, connections
+from django.db import connection
 from mcp.shared.exceptions import MCPError
 from mcp_types import ErrorData
 
-from mcp_gateway.db import db_call
+from mcp_gateway.db import db_call, psycopg_connect_kwargs
 from mcp_gateway.models import RelayedMessage
 
 logger = logging.getLogger(__name__)
@@ -149,9 +149,7 @@ class PostgresRelay(LocalRelay):
 
         while True:
             try:
-                params = connections["default"].get_connection_params()
-                params.pop("cursor_factory", None)
-                async with await psycopg.AsyncConnection.connect(**params, autocommit=True) as conn:
+                async with await psycopg.AsyncConnection.connect(**psycopg_connect_kwargs()) as conn:
                     await conn.execute(f"LISTEN {CHANNEL}")
                     self._listening.set()
                     async for notify in conn.notifies():
