@@ -43,7 +43,7 @@ from starlette.requests import Request
 from starlette.types import Message, Receive, Scope, Send
 
 from mcp_gateway.asgi_envelope import MESSAGE_KEY, jsonrpc_error
-from mcp_gateway.asgi_http import request_header
+from mcp_gateway.asgi_http import request_header, send_json
 from mcp_gateway.errors import Timeout, as_mcp_error
 from mcp_gateway.relay import LocalRelay
 from mcp_gateway.sessions import LiveSession
@@ -64,7 +64,6 @@ SSE_HEADERS = [
     (b"cache-control", b"no-cache, no-transform"),
     (b"x-accel-buffering", b"no"),
 ]
-JSON_HEADERS = [(b"content-type", b"application/json")]
 
 NOT_ACCEPTABLE = "Not Acceptable: the client must accept both application/json and text/event-stream."
 UNSUPPORTED_MEDIA = "Unsupported Media Type: the body must be application/json."
@@ -72,8 +71,9 @@ NO_SESSION_FOR_ANSWER = "An answer to a server request must name the session tha
 CLIENT_DID_NOT_ANSWER = "The client did not answer the server's request in time."
 
 
-def _dumps(message: Mapping[str, Any]) -> bytes:
-    return json.dumps(message, separators=(",", ":"), ensure_ascii=False).encode()
+def _sse_event(message: Mapping[str, Any]) -> bytes:
+    data = json.dumps(message, separators=(",", ":"), ensure_ascii=False)
+    return f"event: message\ndata: {data}\n\n".encode()
 
 
 class ResponseStream:
@@ -87,7 +87,7 @@ class ResponseStream:
         self.closed = False
 
     async def event(self, message: Mapping[str, Any]) -> None:
-        await self._write(b"event: message\ndata: " + _dumps(message) + b"\n\n")
+        await self._write(_sse_event(message))
 
     async def ping(self) -> None:
         await self._write(b": ping\n\n")
@@ -109,17 +109,14 @@ class ResponseStream:
                 return
             self.closed = True
             if self.committed:
-                body = b"" if message is None else b"event: message\ndata: " + _dumps(message) + b"\n\n"
+                body = b"" if message is None else _sse_event(message)
                 await self._send({"type": "http.response.body", "body": body, "more_body": False})
                 return
             if message is None:
                 await self._send({"type": "http.response.start", "status": 204, "headers": self.headers})
                 await self._send({"type": "http.response.body", "body": b""})
                 return
-            body = _dumps(message)
-            headers = [*JSON_HEADERS, (b"content-length", str(len(body)).encode()), *self.headers]
-            await self._send({"type": "http.response.start", "status": 200, "headers": headers})
-            await self._send({"type": "http.response.body", "body": body})
+            await send_json(self._send, status=200, body=dict(message), headers=self.headers)
 
 
 class RequestChannel:
