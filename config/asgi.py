@@ -12,9 +12,10 @@ django_asgi_app = get_asgi_application()
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from django.urls import re_path  # noqa: E402
 
+from config.request_context import RequestContextMiddleware  # noqa: E402
 from mcp_gateway.endpoint import mcp_app_build  # noqa: E402
 
-application = ProtocolTypeRouter(
+router = ProtocolTypeRouter(
     {
         "http": URLRouter(
             [
@@ -25,3 +26,6 @@ application = ProtocolTypeRouter(
         ),
     }
 )
+
+# Outermost, so every response (pages, OAuth, MCP, errors) carries its X-Request-Id.
+application = RequestContextMiddleware(router)

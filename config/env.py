@@ -85,3 +85,17 @@ def env_origin(name: str, *, default: str) -> str:
     if parts.path or parts.query or parts.fragment or parts.username or parts.password:
         raise ImproperlyConfigured(f"{name}={value!r} must be an origin only (scheme, host and port).")
     return value
+
+
+def env_rate(name: str, *, default: str) -> str | None:
+    """A rate limit in the ``limits`` notation (``5/minute``, ``100 per hour``); ``none`` for no limit."""
+    from limits import parse
+
+    value = env_str(name, default=default).strip()
+    if value.lower() == "none":
+        return None
+    try:
+        parse(value)
+    except ValueError as exc:
+        raise ImproperlyConfigured(f"{name}={value!r} is not a rate such as 5/minute, or none.") from exc
+    return value

@@ -9,7 +9,7 @@ from urllib.parse import urlsplit
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
-from config.env import env_bool, env_int, env_list, env_optional, env_origin, env_str
+from config.env import env_bool, env_int, env_list, env_optional, env_origin, env_rate, env_str
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 LOCAL_DIR = BASE_DIR / ".local"
@@ -101,6 +101,8 @@ else:
         )
     }
 
+_redis_url = env_optional("REDIS_URL")
+
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 AUTH_USER_MODEL = "accounts.User"
 LOGIN_URL = "login"
@@ -186,6 +188,33 @@ GATEHOUSE: dict[str, Any] = {
     "HOT_PATH_POOL_SIZE": env_int("MCP_DB_POOL_SIZE", default=4, minimum=1),
     # Diagnostics: count every SQL query this process runs and report the total when it exits.
     "COUNT_QUERIES": env_bool("GATEHOUSE_COUNT_QUERIES", default=False),
+    # Audit trail (mcp_gateway.audit). Turning it off is for measuring its cost, not for production.
+    "AUDIT_ENABLED": env_bool("GATEHOUSE_AUDIT", default=True),
+    "AUDIT_RETENTION_DAYS": env_int("AUDIT_RETENTION_DAYS", default=365, minimum=1),
+    # How many proxies (TLS terminator, load balancer) append to X-Forwarded-For in front of the
+    # server; the client address is read that many entries from the right, never from the left.
+    "TRUSTED_PROXY_COUNT": env_int("TRUSTED_PROXY_COUNT", default=0, minimum=0),
+    # Rate limits (mcp_gateway.ratelimit): shared by every worker through Redis; without REDIS_URL,
+    # held in each process's memory (fine for the embedded single-process default only).
+    "RATE_LIMIT_STORAGE_URL": env_str(
+        "RATE_LIMIT_STORAGE_URL", default=_redis_url if _redis_url else "memory://"
+    ),
+    "RATE_LIMIT_KEY_PREFIX": env_str("RATE_LIMIT_KEY_PREFIX", default="gatehouse"),
+    # Defaults in the `limits` notation ("5/minute", "100/hour"); "none" turns a default off.
+    # Operators override them per tool, resource and tenant in the admin (RateLimitRule).
+    "RATE_LIMITS": {
+        "tool": env_rate("RATE_LIMIT_TOOL", default="120/minute"),
+        "tool_expensive": env_rate("RATE_LIMIT_TOOL_EXPENSIVE", default="5/minute"),
+        "resource": env_rate("RATE_LIMIT_RESOURCE_READ", default="30/minute"),
+        "authorize": env_rate("RATE_LIMIT_AUTHORIZE", default="10/minute"),
+        "login": env_rate("RATE_LIMIT_LOGIN", default="5/minute"),
+        "register": env_rate("RATE_LIMIT_REGISTER", default="10/hour"),
+    },
+    # Prometheus metrics at /metrics: open to these networks, or to anyone presenting the token.
+    "METRICS_TOKEN": env_optional("METRICS_TOKEN"),
+    "METRICS_ALLOWED_NETWORKS": env_list("METRICS_ALLOWED_NETWORKS", default=["127.0.0.1/32", "::1/128"]),
+    # One line per HTTP request (method, path, status, duration, request id) at INFO.
+    "ACCESS_LOG": env_bool("ACCESS_LOG", default=True),
 }
 
 LOGGING = {

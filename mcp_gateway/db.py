@@ -82,6 +82,21 @@ class _HotPathPool:
             raise DatabaseError(str(error)) from error
         raise AssertionError("unreachable")
 
+    async def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+        """One statement for many rows, in one round trip (psycopg pipelines ``executemany``)."""
+        import psycopg
+        import psycopg_pool
+
+        pool = self._pool or await self._open()
+        try:
+            async with pool.connection() as conn:
+                if self._counting:
+                    querycount_add()
+                async with conn.cursor() as cursor:
+                    await cursor.executemany(sql, rows)
+        except (psycopg.Error, psycopg_pool.PoolTimeout) as error:
+            raise DatabaseError(str(error)) from error
+
     async def _open(self) -> Any:
         from psycopg_pool import AsyncConnectionPool
 
@@ -118,6 +133,19 @@ async def hot_path_fetchone(sql: str, params: Sequence[Any]) -> tuple[Any, ...] 
     if _on_postgresql():
         return await _pool.fetchone(sql, params)
     return await db_call(_fetchone_sync, sql, params)
+
+
+async def hot_path_executemany(sql: str, rows: Sequence[Sequence[Any]]) -> None:
+    """Writes that ride the hot path (the audit trail): on PostgreSQL, the same async pool."""
+    if _on_postgresql():
+        await _pool.executemany(sql, rows)
+    else:
+        await db_call(_executemany_sync, sql, rows)
+
+
+def _executemany_sync(sql: str, rows: Sequence[Sequence[Any]]) -> None:
+    with connection.cursor() as cursor:
+        cursor.executemany(sql, rows)
 
 
 def _fetchone_sync(sql: str, params: Sequence[Any]) -> tuple[Any, ...] | None:

@@ -17,6 +17,7 @@ from mcp.shared.exceptions import MCPError
 logger = logging.getLogger(__name__)
 
 INSUFFICIENT_SCOPE = "The access token lacks a scope this tool requires."
+RATE_LIMITED = "Too many requests."
 INTERNAL_ERROR = "Internal error. It has been logged; try again or contact the operator."
 
 
@@ -82,6 +83,21 @@ class Unavailable(GatehouseError):
     jsonrpc_code = -32005
     http_status = 503
     default_message = "A service this needs (database or upstream) is unavailable; try again shortly."
+
+
+class RateLimited(GatehouseError):
+    """A rate limit refused the request. The data says when to retry (``retryAfterSeconds``)."""
+
+    jsonrpc_code = -32029
+    http_status = 429
+    default_message = RATE_LIMITED
+
+    def __init__(self, *, limit: str, retry_after_seconds: int) -> None:
+        self.retry_after_seconds = retry_after_seconds
+        super().__init__(
+            f"{RATE_LIMITED} Limit: {limit}. Retry in {retry_after_seconds} s.",
+            data={"limit": limit, "retryAfterSeconds": retry_after_seconds},
+        )
 
 
 def as_mcp_error(error: BaseException) -> MCPError:

@@ -32,6 +32,10 @@ class ToolSpec:
     timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS
     # Structured tools publish an output schema and return structured content.
     structured: bool = True
+    # Expensive tools (LLM calls, long queries) get the tighter default rate limit.
+    expensive: bool = False
+    # Argument names the audit trail must never store (names that look secret are hidden anyway).
+    secret_arguments: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -61,6 +65,8 @@ def tool(
     read_only: bool = True,
     timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS,
     structured: bool = True,
+    expensive: bool = False,
+    secret_arguments: Iterable[str] = (),
 ) -> Callable[[Callable[..., Awaitable[Any]]], ToolSpec]:
     def decorate(handler: Callable[..., Awaitable[Any]]) -> ToolSpec:
         return ToolSpec(
@@ -72,6 +78,8 @@ def tool(
             read_only=read_only,
             timeout_seconds=timeout_seconds,
             structured=structured,
+            expensive=expensive,
+            secret_arguments=frozenset(secret_arguments),
         )
 
     return decorate

@@ -1,0 +1,102 @@
+"""Who asked, per HTTP request: a request id and the client's address, for logs and the audit trail.
+
+``RequestContextMiddleware`` wraps the whole ASGI application (Django pages and the MCP endpoint
+alike). It takes the client's ``X-Request-Id`` when it is a sane token, makes one otherwise,
+returns it on every response, and keeps both values in context variables: asgiref copies the
+context into the threads that run Django views, so services read them without being handed a
+request.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import ipaddress
+import re
+import uuid
+from dataclasses import dataclass
+
+from django.conf import settings
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+REQUEST_ID_HEADER = b"x-request-id"
+# Visible ASCII without spaces or separators that could break a log line or a header.
+_SANE_REQUEST_ID = re.compile(r"^[A-Za-z0-9._:@/+=-]{1,128}$")
+
+
+@dataclass(frozen=True, slots=True)
+class RequestContext:
+    request_id: str
+    ip: str | None
+
+
+_current: contextvars.ContextVar[RequestContext | None] = contextvars.ContextVar(
+    "gatehouse_request_context", default=None
+)
+
+
+def request_context() -> RequestContext | None:
+    """The HTTP request being served, or None outside one (commands, background sweeps)."""
+    return _current.get()
+
+
+def current_request_id() -> str:
+    ctx = _current.get()
+    return ctx.request_id if ctx else ""
+
+
+def request_id_new() -> str:
+    return uuid.uuid4().hex
+
+
+def client_ip(*, peer: str | None, forwarded_for: str | None) -> str | None:
+    """The client's address: the peer, unless trusted proxies put it in X-Forwarded-For.
+
+    Only the entries the trusted proxies appended (counted from the right) are believed; anything
+    further left was written by the client and could be anything.
+    """
+    hops = settings.GATEHOUSE["TRUSTED_PROXY_COUNT"]
+    candidate = peer
+    if hops and forwarded_for:
+        entries = [entry.strip() for entry in forwarded_for.split(",") if entry.strip()]
+        if len(entries) >= hops:
+            candidate = entries[-hops]
+    if candidate is None:
+        return None
+    try:
+        return str(ipaddress.ip_address(candidate))
+    except ValueError:
+        return None
+
+
+def _header(scope: Scope, name: bytes) -> str | None:
+    for key, value in scope.get("headers", []):
+        if key == name:
+            return str(value.decode("latin-1"))
+    return None
+
+
+class RequestContextMiddleware:
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        offered = _header(scope, REQUEST_ID_HEADER)
+        request_id = offered if offered and _SANE_REQUEST_ID.match(offered) else request_id_new()
+        peer = scope.get("client")
+        ip = client_ip(peer=peer[0] if peer else None, forwarded_for=_header(scope, b"x-forwarded-for"))
+        token = _current.set(RequestContext(request_id=request_id, ip=ip))
+        encoded = request_id.encode()
+
+        async def send_with_id(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                headers = [(k, v) for k, v in message.get("headers", []) if k.lower() != REQUEST_ID_HEADER]
+                message = {**message, "headers": [*headers, (REQUEST_ID_HEADER, encoded)]}
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_with_id)
+        finally:
+            _current.reset(token)

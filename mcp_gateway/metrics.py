@@ -1,0 +1,12 @@
+"""Prometheus metrics (placeholder: the observability work fills this in)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from mcp_gateway.audit import AuditEntry
+
+
+def metrics_observe(entry: AuditEntry) -> None:
+    """Count one audit event (tool calls also feed the latency histogram)."""
