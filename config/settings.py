@@ -200,6 +200,8 @@ GATEHOUSE: dict[str, Any] = {
         "RATE_LIMIT_STORAGE_URL", default=_redis_url if _redis_url else "memory://"
     ),
     "RATE_LIMIT_KEY_PREFIX": env_str("RATE_LIMIT_KEY_PREFIX", default="gatehouse"),
+    # How long each process trusts its copy of the operators' RateLimitRule rows.
+    "RATE_LIMIT_RULE_CACHE_SECONDS": env_int("RATE_LIMIT_RULE_CACHE_SECONDS", default=5, minimum=0),
     # Defaults in the `limits` notation ("5/minute", "100/hour"); "none" turns a default off.
     # Operators override them per tool, resource and tenant in the admin (RateLimitRule).
     "RATE_LIMITS": {

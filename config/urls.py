@@ -8,6 +8,7 @@ from oauth2_provider.urls import metadata_urlpatterns
 
 from accounts.views import ConsentView
 from config.health import health
+from mcp_gateway.metrics import metrics_view
 
 # One list under DOT's namespace, so its metadata views can reverse every endpoint. Discovery
 # documents live at the domain root (RFC 8414 / RFC 9728); the endpoints live under /oauth/.
@@ -30,4 +31,5 @@ urlpatterns = [
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),
     path("health", health, name="health"),
+    path("metrics", metrics_view, name="metrics"),
 ]

@@ -40,7 +40,9 @@ logger = logging.getLogger(__name__)
 
 REDACTED = "[redacted]"
 # Argument names that carry secrets whatever the tool says about them.
-_SECRET_NAME = re.compile(r"pass(word|phrase)?|secret|token|api[_-]?key|credential|authorization|cookie", re.I)
+_SECRET_NAME = re.compile(
+    r"pass(word|phrase)?|secret|token|api[_-]?key|credential|authorization|cookie", re.IGNORECASE
+)
 _MAX_STRING = 200
 _MAX_ITEMS = 50
 _MAX_DEPTH = 4
@@ -241,4 +243,3 @@ async def audit_record_async(entry: AuditEntry) -> None:
     metrics_observe(entry)
     if audit_enabled():
         await _writer.write(entry)
-

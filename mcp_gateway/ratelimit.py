@@ -14,7 +14,9 @@ from mcp_gateway.identity import Identity
 from mcp_gateway.models import RateLimitScope
 
 
-async def rate_limit_mcp(*, identity: Identity, scope: RateLimitScope, target: str, expensive: bool = False) -> None:
+async def rate_limit_mcp(
+    *, identity: Identity, scope: RateLimitScope, target: str, expensive: bool = False
+) -> None:
     """Count one call; raise RateLimited when the caller is over the limit that applies."""
 
 

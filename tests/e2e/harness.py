@@ -33,6 +33,7 @@ REDIRECT_URI = "http://127.0.0.1:9/callback"
 DEMO_PASSWORD = "demo-password-for-tests"
 # Shared by every server process of a run, as real replicas share one secret.
 E2E_SECRET_KEY = "e2e-secret-key-" + secrets.token_hex(16)
+E2E_RATE_LIMIT_PREFIX = "gatehouse-e2e-" + secrets.token_hex(6)
 
 
 def free_port() -> int:
@@ -69,6 +70,17 @@ class DaphneServer:
             "PYTHONUNBUFFERED": "1",
             # Tests switch toolsets between requests; a cached answer would leak into the next test.
             "MCP_TOOLSET_CACHE_SECONDS": "0",
+            "RATE_LIMIT_RULE_CACHE_SECONDS": "0",
+            # Every server of a run shares one Redis namespace (as replicas do), and no other run's.
+            # Defaults that a whole suite from one address would trip are lifted; tests of the
+            # limits themselves set RateLimitRule rows, which win over defaults.
+            "REDIS_URL": os.environ.get("TEST_REDIS_URL", "redis://127.0.0.1:6379/0"),
+            "RATE_LIMIT_KEY_PREFIX": E2E_RATE_LIMIT_PREFIX,
+            "RATE_LIMIT_TOOL": "none",
+            "RATE_LIMIT_RESOURCE_READ": "none",
+            "RATE_LIMIT_AUTHORIZE": "none",
+            "RATE_LIMIT_LOGIN": "none",
+            "RATE_LIMIT_REGISTER": "none",
             **(extra_env or {}),
         }
         self.process: subprocess.Popen[bytes] | None = None
