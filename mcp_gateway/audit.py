@@ -134,28 +134,43 @@ def audit_record(
     username: str = "",
     tenant: Any = None,
     application: Any = None,
+    identity: Identity | None = None,
     session_id: str = "",
     target: str = "",
     detail: Mapping[str, Any] | None = None,
 ) -> None:
-    """Record an event now, in the caller's transaction (synchronous code: views, services)."""
-    ctx = request_context()
-    user_id = getattr(user, "pk", None)
-    entry = AuditEntry(
-        action=action,
-        outcome=outcome,
-        tenant_id=getattr(tenant, "pk", None),
-        tenant_slug=getattr(tenant, "slug", ""),
-        user_id=user_id,
-        username=username or (getattr(user, "username", "") if user_id else ""),
-        application_id=getattr(application, "pk", None),
-        client_id=getattr(application, "client_id", ""),
-        session_id=session_id,
-        request_id=ctx.request_id if ctx else "",
-        ip=ctx.ip if ctx else None,
-        target=target[:500],
-        detail=dict(detail or {}),
-    )
+    """Record an event now, in the caller's transaction (synchronous code: views, services).
+
+    Who acted is given either as model instances (``user``, ``tenant``, ``application``) or as an
+    MCP caller's ``identity``.
+    """
+    if identity is not None:
+        entry = audit_entry(
+            action=action,
+            outcome=outcome,
+            identity=identity,
+            session_id=session_id,
+            target=target,
+            detail=detail,
+        )
+    else:
+        ctx = request_context()
+        user_id = getattr(user, "pk", None)
+        entry = AuditEntry(
+            action=action,
+            outcome=outcome,
+            tenant_id=getattr(tenant, "pk", None),
+            tenant_slug=getattr(tenant, "slug", ""),
+            user_id=user_id,
+            username=username or (getattr(user, "username", "") if user_id else ""),
+            application_id=getattr(application, "pk", None),
+            client_id=getattr(application, "client_id", ""),
+            session_id=session_id,
+            request_id=ctx.request_id if ctx else "",
+            ip=ctx.ip if ctx else None,
+            target=target[:500],
+            detail=dict(detail or {}),
+        )
     metrics_observe(entry)
     if audit_enabled():
         AuditEvent.objects.create(**_model_fields(entry))

@@ -26,6 +26,7 @@ from mcp_gateway.asgi_auth import McpAuthMiddleware
 from mcp_gateway.asgi_envelope import JsonRpcEnvelopeMiddleware
 from mcp_gateway.asgi_http import request_header
 from mcp_gateway.asgi_sessions import McpSessionMiddleware
+from mcp_gateway.audit_trail import AuditTrail
 from mcp_gateway.db import db_call
 from mcp_gateway.exchange import SESSION_KEY, HandshakeEraApp
 from mcp_gateway.guard import RequestGuard, guarded_handler
@@ -55,7 +56,7 @@ def server_build(*, registry: Registry) -> MCPServer:
     # The SDK's OpenTelemetry middleware costs ~8% of the event loop per request even with no
     # exporter installed; Gatehouse has its own observability, so it is dropped.
     server.middleware[:] = [m for m in server.middleware if not isinstance(m, OpenTelemetryMiddleware)]
-    server.middleware.append(RequestGuard(registry, server))
+    server.middleware.extend([AuditTrail(registry), RequestGuard(registry, server)])
     for spec in registry.tools:
         server.add_tool(
             guarded_handler(spec),

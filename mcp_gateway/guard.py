@@ -17,6 +17,8 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp_gateway.db import db_call
 from mcp_gateway.errors import InsufficientScope, InvalidInput, as_mcp_error
 from mcp_gateway.identity import Identity, identity_from_request
+from mcp_gateway.models import RateLimitScope
+from mcp_gateway.ratelimit import rate_limit_mcp
 from mcp_gateway.rbac import missing_scopes, tool_allowed
 from mcp_gateway.registry import Registry, ToolSpec
 from mcp_gateway.toolset_access import toolsets_enabled, toolsets_enabled_cached
@@ -65,9 +67,9 @@ class RequestGuard:
             if ctx.method == "tools/call":
                 await self._check_call(params, identity, enabled)
             elif ctx.method == "resources/read":
-                self._check_owned(
-                    self.registry.toolset_of_resource(str(params.get("uri", ""))), enabled, UNKNOWN_RESOURCE
-                )
+                uri = str(params.get("uri", ""))
+                self._check_owned(self.registry.toolset_of_resource(uri), enabled, UNKNOWN_RESOURCE)
+                await rate_limit_mcp(identity=identity, scope=RateLimitScope.RESOURCE, target=uri)
             elif ctx.method == "prompts/get":
                 self._check_owned(
                     self.registry.toolset_of_prompt(str(params.get("name", ""))), enabled, UNKNOWN_PROMPT
@@ -137,15 +139,17 @@ class RequestGuard:
             raise InsufficientScope(required=spec.scopes, missing=missing)
         arguments = params.get("arguments") or {}
         validator = (await self._tool_validators()).get(name)
-        if validator is None:
-            return
         problems = [
             {"path": "/" + "/".join(str(part) for part in error.absolute_path), "message": error.message}
-            for error in validator.iter_errors(arguments)
+            for error in (validator.iter_errors(arguments) if validator is not None else ())
         ]
         if problems:
             # Validation happens here, before any tool code runs.
             raise InvalidInput(f"{INVALID_ARGUMENTS} for {name}", data={"tool": name, "errors": problems})
+        # Counted last: a call refused for its scope or arguments spends none of the caller's budget.
+        await rate_limit_mcp(
+            identity=identity, scope=RateLimitScope.TOOL, target=name, expensive=spec.expensive
+        )
 
     async def _tool_validators(self) -> dict[str, Draft202012Validator]:
         if self._validators is None:

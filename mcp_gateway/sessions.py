@@ -13,10 +13,12 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
+from django.db import transaction
 from django.utils import timezone
 
+from mcp_gateway.audit import audit_record
 from mcp_gateway.identity import Identity
-from mcp_gateway.models import McpSession, RelayedMessage, TerminationReason
+from mcp_gateway.models import AuditAction, McpSession, RelayedMessage, TerminationReason
 
 TOUCH_INTERVAL = timedelta(seconds=60)
 RELAYED_MESSAGE_LIFETIME = timedelta(hours=1)
@@ -40,18 +42,27 @@ def session_open(
     client_version: str,
     client_capabilities: dict[str, Any],
 ) -> McpSession:
-    return McpSession.objects.create(
-        id=session_id,
-        user_id=identity.user_id,
-        tenant_id=identity.tenant_id,
-        application_id=identity.application_id,
-        scopes=" ".join(sorted(identity.scopes)),
-        protocol_version=protocol_version,
-        client_name=client_name[:200],
-        client_version=client_version[:100],
-        client_capabilities=client_capabilities,
-        last_seen=timezone.now(),
-    )
+    with transaction.atomic():
+        session = McpSession.objects.create(
+            id=session_id,
+            user_id=identity.user_id,
+            tenant_id=identity.tenant_id,
+            application_id=identity.application_id,
+            scopes=" ".join(sorted(identity.scopes)),
+            protocol_version=protocol_version,
+            client_name=client_name[:200],
+            client_version=client_version[:100],
+            client_capabilities=client_capabilities,
+            last_seen=timezone.now(),
+        )
+        audit_record(
+            action=AuditAction.SESSION_CREATED,
+            identity=identity,
+            session_id=session_id,
+            target=client_name[:200],
+            detail={"protocolVersion": protocol_version, "clientVersion": client_version[:100]},
+        )
+    return session
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,17 +91,40 @@ def session_touch(*, session_id: str, now: datetime) -> None:
     McpSession.objects.filter(pk=session_id).update(last_seen=now)
 
 
-def session_terminate(*, session_id: str, reason: TerminationReason) -> None:
-    McpSession.objects.filter(pk=session_id, terminated_at__isnull=True).update(
-        terminated_at=timezone.now(), termination_reason=reason
-    )
+def session_terminate(*, session_id: str, reason: TerminationReason) -> bool:
+    """End a live session (once: a second termination is not an event). Returns whether it ended."""
+    with transaction.atomic():
+        session = (
+            McpSession.objects.select_for_update()
+            .select_related("user", "tenant", "application")
+            .filter(pk=session_id, terminated_at__isnull=True)
+            .first()
+        )
+        if session is None:
+            return False
+        session.terminated_at = timezone.now()
+        session.termination_reason = reason
+        session.save(update_fields=["terminated_at", "termination_reason"])
+        audit_record(
+            action=AuditAction.SESSION_TERMINATED,
+            user=session.user,
+            tenant=session.tenant,
+            application=session.application,
+            session_id=session.id,
+            target=session.client_name,
+            detail={"reason": reason.value},
+        )
+    return True
 
 
 def session_purge() -> tuple[int, int]:
     """End sessions idle past their lifetime; delete ended ones past retention. Returns (ended, deleted)."""
     now = timezone.now()
-    ended = McpSession.objects.filter(terminated_at__isnull=True, last_seen__lte=now - _idle_limit()).update(
-        terminated_at=now, termination_reason=TerminationReason.EXPIRED
+    idle = McpSession.objects.filter(terminated_at__isnull=True, last_seen__lte=now - _idle_limit())
+    # One by one, so each ending is audited like any other; a sweep finds few at a time.
+    ended = sum(
+        session_terminate(session_id=session_id, reason=TerminationReason.EXPIRED)
+        for session_id in idle.values_list("pk", flat=True)
     )
     retention = timedelta(seconds=settings.GATEHOUSE["SESSION_RETENTION_SECONDS"])
     deleted, _ = McpSession.objects.filter(terminated_at__lte=now - retention).delete()

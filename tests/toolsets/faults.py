@@ -53,6 +53,16 @@ async def wait_for_cancel() -> str:
     return "not cancelled"
 
 
+@tool(
+    name="remember",
+    description="Accept a note with secrets beside it (for the audit trail's redaction).",
+    scopes=[SCOPE_READ],
+    secret_arguments=["pin"],
+)
+async def remember(note: str, pin: str, api_key: str) -> str:
+    return "remembered"
+
+
 toolset = Toolset(
     name="faults",
     description="Deliberate failures for tests.",
@@ -65,5 +75,6 @@ toolset = Toolset(
         fail_database,
         count_with_progress,
         wait_for_cancel,
+        remember,
     ),
 )

@@ -1,0 +1,104 @@
+"""The audit trail of MCP calls: an SDK server middleware in front of the request guard.
+
+It sees every ``tools/call`` and ``resources/read`` after the SDK parsed it and before the guard
+checks it, so refusals by the guard (unknown tool, missing scope, rate limit) are recorded as well
+as what the tool did. Each request leaves exactly one event:
+
+* ``permission.denied`` when a scope was missing (-32001) and ``rate.limited`` when a limit refused
+  it (-32029), both with outcome ``denied``;
+* otherwise ``tool.called`` / ``resource.read``, outcome ``ok``, or ``error`` with the JSON-RPC code
+  (or the tool's own ``isError`` result), and the time it took.
+
+The call's response waits for the row to be committed (``audit.audit_record_async``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
+from mcp.shared.exceptions import MCPError
+
+from mcp_gateway.audit import audit_arguments, audit_entry, audit_record_async
+from mcp_gateway.errors import PermissionDenied, RateLimited
+from mcp_gateway.exchange import SESSION_KEY
+from mcp_gateway.identity import identity_from_request
+from mcp_gateway.models import AuditAction, AuditOutcome, RateLimitScope
+from mcp_gateway.registry import Registry
+
+AUDITED_METHODS = {
+    "tools/call": (AuditAction.TOOL_CALLED, RateLimitScope.TOOL),
+    "resources/read": (AuditAction.RESOURCE_READ, RateLimitScope.RESOURCE),
+}
+
+
+class AuditTrail:
+    def __init__(self, registry: Registry) -> None:
+        self.registry = registry
+
+    async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
+        audited = AUDITED_METHODS.get(ctx.method)
+        if audited is None or ctx.request_id is None:
+            return await call_next(ctx)
+        action, limit_scope = audited
+        params = ctx.params if isinstance(ctx.params, dict) else {}
+        target = str(params.get("name" if ctx.method == "tools/call" else "uri", ""))
+        detail: dict[str, Any] = {"method": ctx.method}
+        if ctx.method == "tools/call":
+            spec = self.registry.get(target)
+            detail["arguments"] = audit_arguments(
+                params.get("arguments") or {},
+                secret_names=spec.secret_arguments if spec is not None else frozenset(),
+            )
+        outcome = AuditOutcome.OK
+        started = time.perf_counter()
+        try:
+            result = await call_next(ctx)
+            if _is_tool_error(result):
+                outcome = AuditOutcome.ERROR
+                detail["isError"] = True
+            return result
+        except MCPError as error:
+            code = error.error.code
+            detail["code"] = code
+            if code == PermissionDenied.jsonrpc_code:
+                action, outcome = AuditAction.PERMISSION_DENIED, AuditOutcome.DENIED
+                detail["data"] = error.error.data
+            elif code == RateLimited.jsonrpc_code:
+                action, outcome = AuditAction.RATE_LIMITED, AuditOutcome.DENIED
+                detail["scope"] = limit_scope.value
+                detail["data"] = error.error.data
+            else:
+                outcome = AuditOutcome.ERROR
+                detail["message"] = error.error.message[:500]
+            raise
+        except asyncio.CancelledError:
+            outcome = AuditOutcome.ERROR
+            detail["cancelled"] = True
+            raise
+        except Exception:
+            # The guard translates every failure to MCPError; anything else is the SDK's own.
+            outcome = AuditOutcome.ERROR
+            raise
+        finally:
+            elapsed_ms = (time.perf_counter() - started) * 1000
+            session = getattr(ctx.request, "scope", {}).get(SESSION_KEY)
+            await audit_record_async(
+                audit_entry(
+                    action=action,
+                    outcome=outcome,
+                    identity=identity_from_request(ctx.request),
+                    session_id=session.id if session is not None else "",
+                    target=target,
+                    duration_ms=round(elapsed_ms, 3),
+                    detail=detail,
+                )
+            )
+
+
+def _is_tool_error(result: Any) -> bool:
+    if isinstance(result, dict):
+        return bool(result.get("isError"))
+    return bool(getattr(result, "is_error", False))
