@@ -1,24 +1,367 @@
-"""Rate limits shared by every worker (placeholder: the rate-limit work fills this in).
+"""Rate limits shared by every worker.
 
 Contract used by the rest of the code:
 
 * ``await rate_limit_mcp(identity=..., scope=RateLimitScope.TOOL, target=tool_name, expensive=...)``
-  counts one MCP call for (tenant, user, target) and raises ``errors.RateLimited`` when over.
-* ``rate_limit_http(scope=RateLimitScope.LOGIN, key=...)`` does the same, synchronously, for pages
-  and OAuth endpoints keyed by client address (and username for logins).
+  counts one MCP call and raises ``errors.RateLimited`` when the caller is over the limit.
+* ``rate_limit_http(scope=RateLimitScope.LOGIN, key=...)`` does the same, synchronously (call it
+  from sync code: it may read the rules through the ORM), for pages and OAuth endpoints keyed by
+  client address (and username for logins).
+
+Which limit applies: ``RateLimitRule`` rows override ``GATEHOUSE["RATE_LIMITS"]``, the most
+specific first: (tenant, target), (tenant, every target), (every tenant, target), (every tenant,
+every target), then the default. A tool rule's target is a tool name; a resource rule's target is
+a URI prefix, the longest matching one winning. A rule without a target therefore also overrides
+the stricter ``tool_expensive`` default for that tenant; name an expensive tool in a rule of its own
+to keep it apart. The per-IP scopes (authorize, login, register) read only rules without tenant or
+target. A limit of 0 refuses everything; a default of None means no limit, and then nothing is
+counted at all. The rules are cached per process for ``RATE_LIMIT_RULE_CACHE_SECONDS``, so the
+common path is a few dict lookups and, when a limit applies, one storage round trip.
+
+What is counted: a tool call per (tenant, user, tool); a resource read per (tenant, user, the
+matching rule's prefix, or every resource when none matched); an HTTP request per (scope, key).
+Two users, or one user in two tenants, never share a counter.
+
+Strategy: the moving window. Each check is one Redis round trip either way (a Lua script), and
+the moving window is exact: at most N calls in any period, no burst of 2N across a window boundary,
+and its retry hint is exact too (when the oldest counted call leaves the window), so a client that
+waits as told is let in. The sliding window counter would keep two integers per key instead of up
+to N timestamps, and estimates both count and hint; at our limits (tens to a few hundred per
+minute) the memory is small and exactness is worth more. Switch ``_STRATEGY`` if operators set
+limits of many thousands per period.
+
+Storage: ``GATEHOUSE["RATE_LIMIT_STORAGE_URL"]``, Redis in production so every worker of every
+replica shares one count; ``memory://`` counts per process (development). Each process (and event
+loop) keeps a bounded pool of Redis connections, so a burst queues for one. When the storage does not
+answer we fail open: the request is allowed, a warning is logged at most once a minute, and the
+storage is left alone for a few seconds so that a dead Redis costs each call no timeout. Refusing
+every call because the limiter's own store is down would turn a Redis outage into a full outage.
 """
 
 from __future__ import annotations
 
+import asyncio
+import logging
+import math
+import time
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any
+from urllib.parse import urlsplit
+
+from django.conf import settings
+from limits import RateLimitItem, parse
+from limits.aio.strategies import MovingWindowRateLimiter as AsyncMovingWindowRateLimiter
+from limits.limits import (
+    RateLimitItemPerDay,
+    RateLimitItemPerHour,
+    RateLimitItemPerMinute,
+    RateLimitItemPerSecond,
+)
+from limits.storage import storage_from_string
+from limits.strategies import MovingWindowRateLimiter
+
+from mcp_gateway.db import db_call
+from mcp_gateway.errors import RateLimited
 from mcp_gateway.identity import Identity
-from mcp_gateway.models import RateLimitScope
+from mcp_gateway.models import RateLimitRule, RateLimitScope
+from mcp_gateway.ratelimit_rules import PER_IP_SCOPES
+
+logger = logging.getLogger(__name__)
+
+_STRATEGY = MovingWindowRateLimiter
+_ASYNC_STRATEGY = AsyncMovingWindowRateLimiter
+# A healthy Redis answers in well under a millisecond; past this it is treated as down.
+STORAGE_TIMEOUT_SECONDS = 0.5
+# Redis connections per process and event loop; a burst beyond waits for one to free up, for
+# as long as a busy (not broken) Redis could plausibly keep it waiting.
+STORAGE_POOL_SIZE = 50
+STORAGE_POOL_WAIT_SECONDS = 2.0
+_POOLED_SCHEMES = frozenset({"redis", "rediss", "redis+unix"})
+# After a storage failure, calls are let through without asking it again for this long.
+STORAGE_PAUSE_SECONDS = 5.0
+STORAGE_WARNING_INTERVAL_SECONDS = 60.0
+STORAGE_UNAVAILABLE = "Rate limit storage unavailable; allowing requests until it answers again"
+# The counter of resource reads that no prefix rule singles out.
+EVERY_RESOURCE = "*"
+
+
+@dataclass(frozen=True, slots=True)
+class AppliedLimit:
+    """The limit that applies to one request, and what its counter is keyed by."""
+
+    item: RateLimitItem
+    counted_as: str
+
+    @property
+    def text(self) -> str:
+        return f"{self.item.amount} per {self.item.multiples} {self.item.GRANULARITY.name}"
+
+    @property
+    def period_seconds(self) -> int:
+        return int(self.item.get_expiry())
+
+
+@dataclass(frozen=True, slots=True)
+class _RuleTable:
+    # (scope, tenant_id or None, target) -> limit, for tools and the per-IP scopes.
+    exact: dict[tuple[str, int | None, str], RateLimitItem] = field(default_factory=dict)
+    # (tenant_id or None) -> [(URI prefix, limit)], longest prefix first, for resources.
+    prefixes: dict[int | None, list[tuple[str, RateLimitItem]]] = field(default_factory=dict)
+
+
+def _item_for(*, limit: int, period_seconds: int) -> RateLimitItem:
+    period_seconds = max(period_seconds, 1)
+    # The coarsest unit that divides the period exactly, so a rule reads "3 per 1 minute".
+    for unit_seconds, item_class in (
+        (86400, RateLimitItemPerDay),
+        (3600, RateLimitItemPerHour),
+        (60, RateLimitItemPerMinute),
+    ):
+        if period_seconds % unit_seconds == 0:
+            return item_class(limit, period_seconds // unit_seconds)
+    return RateLimitItemPerSecond(limit, period_seconds)
+
+
+def _rules_load() -> _RuleTable:
+    table = _RuleTable()
+    for rule in RateLimitRule.objects.only("scope", "target", "tenant_id", "limit", "period_seconds"):
+        item = _item_for(limit=rule.limit, period_seconds=rule.period_seconds)
+        if rule.scope == RateLimitScope.RESOURCE:
+            table.prefixes.setdefault(rule.tenant_id, []).append((rule.target, item))
+        else:
+            table.exact[(rule.scope, rule.tenant_id, rule.target)] = item
+    for rules in table.prefixes.values():
+        rules.sort(key=lambda prefix_and_item: len(prefix_and_item[0]), reverse=True)
+    return table
+
+
+class _RuleCache:
+    def __init__(self) -> None:
+        self.table: _RuleTable | None = None
+        self.loaded_at = 0.0
+        self.refreshing = False
+
+    def fresh(self) -> _RuleTable | None:
+        seconds = settings.GATEHOUSE["RATE_LIMIT_RULE_CACHE_SECONDS"]
+        if self.table is not None and time.monotonic() - self.loaded_at < seconds:
+            return self.table
+        return None
+
+    def store(self, table: _RuleTable) -> _RuleTable:
+        self.table, self.loaded_at = table, time.monotonic()
+        return table
+
+    def get(self) -> _RuleTable:
+        return self.fresh() or self.store(_rules_load())
+
+    async def aget(self) -> _RuleTable:
+        table = self.fresh()
+        if table is not None:
+            return table
+        # One coroutine reloads while the others keep the stale table: a thundering herd of
+        # identical queries every few seconds would cost more than a few seconds of staleness.
+        # With caching off (0 s) every call reads, as tests and operators asked.
+        if self.refreshing and self.table is not None and settings.GATEHOUSE["RATE_LIMIT_RULE_CACHE_SECONDS"]:
+            return self.table
+        self.refreshing = True
+        try:
+            return self.store(await db_call(_rules_load))
+        finally:
+            self.refreshing = False
+
+
+_rules = _RuleCache()
+
+
+@lru_cache(maxsize=64)
+def _default_item(text: str) -> RateLimitItem:
+    return parse(text)
+
+
+def _default(name: str, *, counted_as: str) -> AppliedLimit | None:
+    text = settings.GATEHOUSE["RATE_LIMITS"].get(name)
+    return AppliedLimit(_default_item(text), counted_as) if text else None
+
+
+def _resolve(
+    table: _RuleTable, *, scope: str, tenant_id: int | None, target: str, expensive: bool
+) -> AppliedLimit | None:
+    if scope == RateLimitScope.RESOURCE:
+        for tenant in (tenant_id, None):
+            for prefix, item in table.prefixes.get(tenant, ()):
+                if target.startswith(prefix):
+                    return AppliedLimit(item, prefix or EVERY_RESOURCE)
+        return _default("resource", counted_as=EVERY_RESOURCE)
+    if scope in PER_IP_SCOPES:
+        rule = table.exact.get((scope, None, ""))
+        return AppliedLimit(rule, target) if rule is not None else _default(scope, counted_as=target)
+    for tenant in (tenant_id, None):
+        for rule_target in (target, ""):
+            rule = table.exact.get((scope, tenant, rule_target))
+            if rule is not None:
+                return AppliedLimit(rule, target)
+    return _default("tool_expensive" if expensive else "tool", counted_as=target)
+
+
+def rate_limit_for(
+    *, scope: RateLimitScope, tenant_id: int | None, target: str, expensive: bool = False
+) -> AppliedLimit | None:
+    """The limit that applies (None: no limit). Sync; reads the rules through the cache."""
+    return _resolve(_rules.get(), scope=scope, tenant_id=tenant_id, target=target, expensive=expensive)
+
+
+class _Store:
+    """One storage and limiter for one storage URL and key prefix, and its failure memory."""
+
+    def __init__(self, limiter: Any) -> None:
+        self.limiter = limiter
+        self.paused_until = 0.0
+
+    def available(self) -> bool:
+        return time.monotonic() >= self.paused_until
+
+    def failed(self, error: BaseException) -> None:
+        global _last_warning
+        now = time.monotonic()
+        self.paused_until = now + STORAGE_PAUSE_SECONDS
+        if now - _last_warning >= STORAGE_WARNING_INTERVAL_SECONDS:
+            _last_warning = now
+            logger.warning("%s: %s", STORAGE_UNAVAILABLE, error)
+
+    @property
+    def errors(self) -> tuple[type[BaseException], ...]:
+        base = self.limiter.storage.base_exceptions
+        return (*(base if isinstance(base, tuple) else (base,)), OSError)
+
+
+_last_warning = -math.inf
+_sync_stores: dict[tuple[str, str], _Store] = {}
+# The asyncio Redis client belongs to the event loop it first ran on.
+_async_stores: dict[tuple[str, str], tuple[asyncio.AbstractEventLoop, _Store]] = {}
+
+
+def _storage_options(url: str, *, asynchronous: bool) -> dict[str, Any]:
+    scheme = urlsplit(url).scheme
+    if not scheme.startswith("redis"):
+        return {}
+    from redis.backoff import NoBackoff
+
+    if asynchronous:
+        from redis.asyncio.retry import Retry as AsyncRetry
+
+        retry: Any = AsyncRetry(NoBackoff(), retries=1)
+    else:
+        from redis.retry import Retry
+
+        retry = Retry(NoBackoff(), retries=1)
+    # One immediate retry covers a pooled connection the server closed; no backoff, since a
+    # Redis that is down must not hold up the call it was only meant to count.
+    connection: dict[str, Any] = {
+        "socket_timeout": STORAGE_TIMEOUT_SECONDS,
+        "socket_connect_timeout": STORAGE_TIMEOUT_SECONDS,
+        "retry": retry,
+    }
+    if not asynchronous:
+        return connection
+    if scheme not in _POOLED_SCHEMES:
+        return {**connection, "implementation": "redispy"}
+    from redis.asyncio import BlockingConnectionPool
+
+    # redis-py's default pool raises once its connections are all busy, which a burst of calls
+    # on one event loop does at once (and failing open would lift every limit for a while);
+    # this one makes the burst queue for a free connection instead.
+    pool = BlockingConnectionPool.from_url(
+        url.replace("redis+unix://", "unix://"),
+        max_connections=STORAGE_POOL_SIZE,
+        timeout=STORAGE_POOL_WAIT_SECONDS,
+        **connection,
+    )
+    return {"implementation": "redispy", "connection_pool": pool}
+
+
+def _storage_config() -> tuple[str, str]:
+    return settings.GATEHOUSE["RATE_LIMIT_STORAGE_URL"], settings.GATEHOUSE["RATE_LIMIT_KEY_PREFIX"]
+
+
+def _sync_store() -> _Store:
+    config = _storage_config()
+    store = _sync_stores.get(config)
+    if store is None:
+        url, prefix = config
+        storage = storage_from_string(url, key_prefix=prefix, **_storage_options(url, asynchronous=False))
+        store = _sync_stores[config] = _Store(_STRATEGY(storage))
+    return store
+
+
+def _async_store() -> _Store:
+    config = _storage_config()
+    loop = asyncio.get_running_loop()
+    entry = _async_stores.get(config)
+    if entry is None or entry[0] is not loop:
+        url, prefix = config
+        plain_url = url.removeprefix("async+")
+        options = _storage_options(plain_url, asynchronous=True)
+        storage = storage_from_string(f"async+{plain_url}", key_prefix=prefix, **options)
+        entry = _async_stores[config] = (loop, _Store(_ASYNC_STRATEGY(storage)))
+    return entry[1]
+
+
+def _refusal(applied: AppliedLimit, reset_time: float | None) -> RateLimited:
+    period = applied.period_seconds
+    wait = period if reset_time is None else math.ceil(reset_time - time.time())
+    return RateLimited(limit=applied.text, retry_after_seconds=min(max(wait, 1), period))
 
 
 async def rate_limit_mcp(
     *, identity: Identity, scope: RateLimitScope, target: str, expensive: bool = False
 ) -> None:
     """Count one call; raise RateLimited when the caller is over the limit that applies."""
+    table = await _rules.aget()
+    applied = _resolve(table, scope=scope, tenant_id=identity.tenant_id, target=target, expensive=expensive)
+    if applied is None:
+        return
+    if applied.item.amount == 0:
+        raise _refusal(applied, None)
+    store = _async_store()
+    if not store.available():
+        return
+    identifiers = (scope, identity.tenant_id, identity.user_id, applied.counted_as)
+    try:
+        if await store.limiter.hit(applied.item, *identifiers):
+            return
+        stats = await store.limiter.get_window_stats(applied.item, *identifiers)
+    except store.errors as error:
+        store.failed(error)
+        return
+    raise _refusal(applied, stats.reset_time)
 
 
 def rate_limit_http(*, scope: RateLimitScope, key: str) -> None:
     """Count one request for ``key``; raise RateLimited when over the limit that applies."""
+    applied = rate_limit_for(scope=scope, tenant_id=None, target=key)
+    if applied is None:
+        return
+    if applied.item.amount == 0:
+        raise _refusal(applied, None)
+    store = _sync_store()
+    if not store.available():
+        return
+    identifiers = (scope, key)
+    try:
+        if store.limiter.hit(applied.item, *identifiers):
+            return
+        stats = store.limiter.get_window_stats(applied.item, *identifiers)
+    except store.errors as error:
+        store.failed(error)
+        return
+    raise _refusal(applied, stats.reset_time)
+
+
+def rate_limit_reset_for_tests() -> None:
+    """Forget cached rules, storages and failures, so each test starts from nothing."""
+    global _last_warning
+    _rules.table = None
+    _sync_stores.clear()
+    _async_stores.clear()
+    _last_warning = -math.inf

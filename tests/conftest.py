@@ -1,8 +1,11 @@
 from __future__ import annotations
 
+import secrets
+
 import pytest
 from django.conf import settings
 
+from mcp_gateway.ratelimit import rate_limit_reset_for_tests
 from tests.factories import MembershipFactory, TenantFactory, UserFactory
 
 
@@ -10,6 +13,13 @@ def pytest_configure(config: pytest.Config) -> None:
     engine = settings.DATABASES["default"]["ENGINE"]
     if "postgresql" not in engine:
         raise pytest.UsageError(f"The test suite runs on PostgreSQL; set DATABASE_URL (engine is {engine}).")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    # End-to-end tests commit rows (the demo tenants, audit events, clients) that a server process
+    # must see; in-process tests roll back and expect a database nobody else wrote to. So the
+    # in-process tests run first, in their usual order, and the end-to-end ones after.
+    items.sort(key=lambda item: "e2e" in item.path.parts)
 
 
 @pytest.fixture
@@ -32,3 +42,14 @@ def outsider(db):
     return MembershipFactory(
         user=UserFactory(username="outsider"), tenant=TenantFactory(slug="other-test"), role="admin"
     )
+
+
+@pytest.fixture(autouse=True)
+def _rate_limits_count_from_zero(settings) -> None:
+    """No test spends another's budget: no cached rules or storages, and a namespace of its own
+    in the rate-limit store (which may be a Redis that outlives the run)."""
+    settings.GATEHOUSE = {
+        **settings.GATEHOUSE,
+        "RATE_LIMIT_KEY_PREFIX": f"gatehouse-test-{secrets.token_hex(6)}",
+    }
+    rate_limit_reset_for_tests()

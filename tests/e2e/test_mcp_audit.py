@@ -65,8 +65,11 @@ async def test_a_session_and_a_tool_call_are_audited_once_each_with_who_where_an
     [ended] = await _events(transport.request_ids("DELETE")[0])
 
     for event in (created, called, ended):
+        assert event.user is not None
         assert event.user.username == event.username == "alice"
+        assert event.tenant is not None
         assert event.tenant.slug == "acme"
+        assert event.application is not None
         assert event.application.client_id == event.client_id == client_id
         assert event.session_id == session_id
         assert event.ip == "127.0.0.1"
