@@ -34,7 +34,7 @@ run: install
 	echo "                 with DEMO_PASSWORD, or the password printed above"; \
 	echo "  Admin:         $$public/admin/ (create an operator with: $(PY) manage.py createsuperuser)"; \
 	echo ""; \
-	exec $(VENV)/bin/daphne -b 127.0.0.1 -p $(PORT) config.asgi:application
+	exec $(VENV)/bin/daphne -v 0 -b 127.0.0.1 -p $(PORT) config.asgi:application
 
 lint: install
 	$(VENV)/bin/ruff check .

@@ -5,13 +5,19 @@ alike). It takes the client's ``X-Request-Id`` when it is a sane token, makes on
 returns it on every response, and keeps both values in context variables: asgiref copies the
 context into the threads that run Django views, so services read them without being handed a
 request.
+
+It also writes the access log: one INFO line per request on the ``gatehouse.access`` logger
+(method, path without its query string, which may carry OAuth codes, status, duration, request
+id, client address), unless ``GATEHOUSE["ACCESS_LOG"]`` is off.
 """
 
 from __future__ import annotations
 
 import contextvars
 import ipaddress
+import logging
 import re
+import time
 import uuid
 from dataclasses import dataclass
 
@@ -19,6 +25,7 @@ from django.conf import settings
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 REQUEST_ID_HEADER = b"x-request-id"
+access_logger = logging.getLogger("gatehouse.access")
 # Visible ASCII without spaces or separators that could break a log line or a header.
 _SANE_REQUEST_ID = re.compile(r"^[A-Za-z0-9._:@/+=-]{1,128}$")
 
@@ -89,14 +96,40 @@ class RequestContextMiddleware:
         ip = client_ip(peer=peer[0] if peer else None, forwarded_for=_header(scope, b"x-forwarded-for"))
         token = _current.set(RequestContext(request_id=request_id, ip=ip))
         encoded = request_id.encode()
+        started = time.perf_counter()
+        status: int | None = None
 
         async def send_with_id(message: Message) -> None:
+            nonlocal status
             if message["type"] == "http.response.start":
+                status = message["status"]
                 headers = [(k, v) for k, v in message.get("headers", []) if k.lower() != REQUEST_ID_HEADER]
                 message = {**message, "headers": [*headers, (REQUEST_ID_HEADER, encoded)]}
             await send(message)
 
         try:
             await self.app(scope, receive, send_with_id)
+        except Exception:
+            # The server answers 500 for an application that raised before responding.
+            status = status or 500
+            raise
         finally:
+            if settings.GATEHOUSE["ACCESS_LOG"] and access_logger.isEnabledFor(logging.INFO):
+                _access_log(scope, status=status, started=started, ip=ip)
             _current.reset(token)
+
+
+def _access_log(scope: Scope, *, status: int | None, started: float, ip: str | None) -> None:
+    duration_ms = round((time.perf_counter() - started) * 1000, 1)
+    method = scope.get("method", "")
+    # scope["path"] never holds the query string, where authorization codes and states travel.
+    path = scope.get("path", "")
+    # Status None: the client went away before any response started.
+    access_logger.info(
+        "%s %s %s %sms",
+        method,
+        path,
+        status if status is not None else "-",
+        duration_ms,
+        extra={"method": method, "path": path, "status": status, "duration_ms": duration_ms, "ip": ip},
+    )

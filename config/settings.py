@@ -10,6 +10,7 @@ import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
 from config.env import env_bool, env_int, env_list, env_optional, env_origin, env_rate, env_str
+from config.log_format import PLAIN_FORMAT, env_log_format
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 LOCAL_DIR = BASE_DIR / ".local"
@@ -63,6 +64,8 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # Last, so a view's GatehouseError reaches it first (config.http_errors).
+    "config.http_errors.GatehouseErrorMiddleware",
 ]
 
 ROOT_URLCONF = "config.urls"
@@ -219,11 +222,24 @@ GATEHOUSE: dict[str, Any] = {
     "ACCESS_LOG": env_bool("ACCESS_LOG", default=True),
 }
 
+# One JSON object per line (LOG_FORMAT=json, the default) or plain text (LOG_FORMAT=plain); every
+# line carries the request id (config.log_format). Access lines go to the gatehouse.access logger.
+LOGGING_CONFIG = "config.log_format.logging_configure"
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "filters": {"request_id": {"()": "config.log_format.RequestIdFilter"}},
+    "formatters": {
+        "json": {"()": "config.log_format.JsonLogFormatter"},
+        "plain": {"format": PLAIN_FORMAT},
+    },
+    "handlers": {
+        "console": {
+            "class": "logging.StreamHandler",
+            "formatter": env_log_format("LOG_FORMAT", default="json"),
+            "filters": ["request_id"],
+        }
+    },
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", default="INFO")},
     "loggers": {
         "httpx": {"level": "WARNING"},

@@ -92,6 +92,9 @@ class DaphneServer:
                 sys.executable,
                 "-m",
                 "daphne",
+                # Daphne's own access log is plain text and keeps query strings; Gatehouse writes its own.
+                "-v",
+                "0",
                 "-b",
                 "127.0.0.1",
                 "-p",
@@ -168,9 +171,11 @@ def parse_form(html: str) -> dict[str, Any]:
 class Browser:
     """A person's browser: cookies, login form, consent form. It never follows the final redirect."""
 
-    def __init__(self, base_url: str) -> None:
+    def __init__(self, base_url: str, *, transport: httpx.AsyncBaseTransport | None = None) -> None:
         self.base_url = base_url
-        self.client = httpx.AsyncClient(base_url=base_url, follow_redirects=False, timeout=30)
+        self.client = httpx.AsyncClient(
+            base_url=base_url, follow_redirects=False, timeout=30, transport=transport
+        )
 
     async def aclose(self) -> None:
         await self.client.aclose()
@@ -270,11 +275,14 @@ async def sdk_client(
     mode: str = "legacy",
     storage: MemoryTokenStorage | None = None,
     transport: httpx2.AsyncBaseTransport | None = None,
+    browser: Browser | None = None,
     **client_options: Any,
 ) -> AsyncIterator[tuple[Client, MemoryTokenStorage]]:
-    """The official SDK client with its OAuthClientProvider; the person consents in the browser."""
+    """The official SDK client with its OAuthClientProvider; the person consents in the browser
+    (``browser``, if the test brings its own, is the test's to close)."""
     storage = storage or MemoryTokenStorage()
-    browser = Browser(server.base_url)
+    own_browser = browser is None
+    browser = browser or Browser(server.base_url)
     outcome: dict[str, httpx.Response] = {}
 
     async def redirect_handler(authorization_url: str) -> None:
@@ -309,4 +317,5 @@ async def sdk_client(
         ):
             yield client, storage
     finally:
-        await browser.aclose()
+        if own_browser:
+            await browser.aclose()
