@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import parse_qs, urlsplit
 
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse
@@ -16,7 +16,12 @@ from accounts.forms import ConsentForm
 from accounts.models import Membership, User
 from accounts.scopes import scope_definitions, scopes_for_role, scopes_granted
 from accounts.selectors import membership_get, membership_list_for_user
+from accounts.throttles import client_address, throttle_check
+from config.http_errors import ERROR_TEMPLATE
+from mcp_gateway.audit import audit_record
+from mcp_gateway.models import AuditAction, AuditOutcome, RateLimitScope
 from oauth.resource import is_mcp_resource
+from oauth.selectors import application_find
 from oauth.validators import PKCE_S256_REQUIRED, TENANT_ATTRIBUTE
 
 NO_TENANT_MESSAGE = "Your account is not a member of any tenant, so no application can be connected to it."
@@ -34,6 +39,13 @@ class ConsentView(AuthorizationView):
 
     def dispatch(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
         self.chosen_membership: Membership | None = None
+        # Before the login check, so that signed-out visits count too.
+        throttle_check(
+            request=request,
+            scope=RateLimitScope.AUTHORIZE,
+            key=client_address(),
+            client_id=str(request.GET.get("client_id") or request.POST.get("client_id") or ""),
+        )
         return super().dispatch(request, *args, **kwargs)
 
     def get_form_kwargs(self) -> dict[str, Any]:
@@ -98,7 +110,7 @@ class ConsentView(AuthorizationView):
         # The hidden fields only change if someone edits the form, so a plain refusal page (never a
         # redirect to a URI we could not validate) is the right answer.
         message = TENANT_NOT_AVAILABLE if "tenant" in form.errors else REQUEST_ALTERED
-        return render(self.request, "accounts/consent_error.html", {"message": message}, status=400)
+        return render(self.request, ERROR_TEMPLATE, {"message": message}, status=400)
 
     def form_valid(self, form: ConsentForm) -> HttpResponse:
         tenant = form.cleaned_data["tenant"]
@@ -110,7 +122,9 @@ class ConsentView(AuthorizationView):
     def create_authorization_response(
         self, request: HttpRequest, scopes: str, credentials: dict[str, Any], allow: bool
     ) -> tuple[str, dict[str, str], str, int]:
-        if allow:
+        if not allow:
+            self.audit_decision(credentials, action=AuditAction.CONSENT_DENIED, scopes=scopes.split())
+        else:
             membership = self.chosen_membership
             state = credentials.get("state")
             if membership is None:
@@ -126,6 +140,10 @@ class ConsentView(AuthorizationView):
                 )
             granted = scopes_granted(requested=scopes.split(), role=membership.role)
             if not granted:
+                # The person said yes, but their role allows none of it: refused all the same.
+                self.audit_decision(
+                    credentials, action=AuditAction.CONSENT_DENIED, scopes=scopes.split(), reason="role"
+                )
                 raise OAuthToolkitError(
                     error=AccessDeniedError(description=ROLE_GRANTS_NOTHING, state=state),
                     redirect_uri=credentials.get("redirect_uri"),
@@ -142,6 +160,26 @@ class ConsentView(AuthorizationView):
                     ),
                     redirect_uri=credentials.get("redirect_uri"),
                 )
-        return super().create_authorization_response(
+        uri, headers, body, status = super().create_authorization_response(
             request=request, scopes=scopes, credentials=credentials, allow=allow
+        )
+        # oauthlib answers some late errors with a redirect carrying ``error``; only a code is consent.
+        if "code" in parse_qs(urlsplit(uri or "").query):
+            self.audit_decision(credentials, action=AuditAction.CONSENT_GRANTED, scopes=scopes.split())
+        return uri, headers, body, status
+
+    def audit_decision(
+        self, credentials: dict[str, Any], *, action: AuditAction, scopes: list[str], reason: str = ""
+    ) -> None:
+        membership = self.chosen_membership
+        detail: dict[str, Any] = {"scopes": scopes}
+        if reason:
+            detail["reason"] = reason
+        audit_record(
+            action=action,
+            outcome=AuditOutcome.OK if action == AuditAction.CONSENT_GRANTED else AuditOutcome.DENIED,
+            user=self.request.user,
+            tenant=membership.tenant if membership else None,
+            application=application_find(client_id=credentials.get("client_id")),
+            detail=detail,
         )

@@ -1,0 +1,114 @@
+"""DOT's token, revocation and registration endpoints, throttled where a stranger could flood them
+and audited: one event per token issued, refreshed or revoked and per client registered.
+
+DOT does the OAuth work; these subclasses look at what it answered. Nothing secret (a code, a
+token, a verifier, a client secret) ever reaches the audit trail: tokens are looked up by checksum
+and only their owner, tenant and client are recorded.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from typing import Any
+from urllib.parse import unquote
+
+from django.http import HttpRequest, HttpResponse
+from oauth2_provider import views as oauth2_views
+
+from accounts.throttles import client_address, throttle_check
+from mcp_gateway.audit import audit_record
+from mcp_gateway.models import AuditAction, AuditOutcome, RateLimitScope
+from oauth.models import AccessToken
+from oauth.selectors import access_token_find, application_find, token_find_live, token_is_live
+
+REGISTRATION_SOURCE = "dcr"
+
+
+def _json_body(response: HttpResponse) -> dict[str, Any]:
+    try:
+        body = json.loads(response.content or b"{}")
+    except ValueError:
+        return {}
+    return body if isinstance(body, dict) else {}
+
+
+def _client_id(request: HttpRequest) -> str:
+    """The client a token-endpoint request names: HTTP Basic (confidential) or the form (public)."""
+    scheme, _, credentials = request.headers.get("Authorization", "").partition(" ")
+    if scheme.lower() == "basic":
+        try:
+            decoded = base64.b64decode(credentials, validate=True).decode("utf-8")
+        except (binascii.Error, UnicodeDecodeError):
+            return ""
+        return unquote(decoded.partition(":")[0])
+    return str(request.POST.get("client_id", ""))
+
+
+class TokenView(oauth2_views.TokenView):
+    def post(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        grant_type = str(request.POST.get("grant_type", ""))
+        response = super().post(request, *args, **kwargs)
+        action = AuditAction.TOKEN_REFRESHED if grant_type == "refresh_token" else AuditAction.TOKEN_ISSUED
+        body = _json_body(response)
+        issued = body.get("access_token") if response.status_code == 200 else None
+        token = access_token_find(token=str(issued)) if issued else None
+        if token is not None:
+            audit_record(
+                action=action,
+                user=token.user,
+                tenant=token.tenant,
+                application=token.application,
+                target=str(token),
+                detail={"grant_type": grant_type, "scopes": token.scope.split()},
+            )
+        else:
+            audit_record(
+                action=action,
+                outcome=AuditOutcome.ERROR,
+                application=application_find(client_id=_client_id(request)),
+                detail={
+                    "grant_type": grant_type[:100],
+                    "error": str(body.get("error", "")) or f"http_{response.status_code}",
+                },
+            )
+        return response
+
+
+class RevokeTokenView(oauth2_views.RevokeTokenView):
+    def post(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        presented = str(request.POST.get("token", ""))
+        # Found before DOT deletes it; afterwards only its absence tells us it was revoked.
+        token = token_find_live(token=presented, client_id=_client_id(request)) if presented else None
+        response = super().post(request, *args, **kwargs)
+        # RFC 7009 answers 200 for unknown tokens too; only a token that stopped working is an event.
+        if response.status_code == 200 and token is not None and not token_is_live(token=token):
+            audit_record(
+                action=AuditAction.TOKEN_REVOKED,
+                user=token.user,
+                tenant=token.tenant,
+                application=token.application,
+                target=str(token),
+                detail={"by": "client", "kind": "access" if isinstance(token, AccessToken) else "refresh"},
+            )
+        return response
+
+
+class DynamicClientRegistrationView(oauth2_views.DynamicClientRegistrationView):
+    def post(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        throttle_check(request=request, scope=RateLimitScope.REGISTER, key=client_address())
+        response = super().post(request, *args, **kwargs)
+        if response.status_code == 201:
+            body = _json_body(response)
+            application = application_find(client_id=str(body.get("client_id", "")))
+            audit_record(
+                action=AuditAction.CLIENT_REGISTERED,
+                application=application,
+                target=application.name if application else "",
+                detail={
+                    "redirect_uris": body.get("redirect_uris", []),
+                    "registration_source": REGISTRATION_SOURCE,
+                },
+            )
+        return response
