@@ -21,6 +21,10 @@ class MembershipInline(admin.TabularInline):
 @admin.register(User)
 class UserAdmin(BaseUserAdmin):
     inlines = [MembershipInline]
+    fieldsets = [
+        *(BaseUserAdmin.fieldsets or []),
+        ("Gatehouse", {"fields": ["display_name"]}),
+    ]
 
 
 class TenantToolsetInline(admin.TabularInline):
@@ -49,6 +53,8 @@ class TenantAdmin(admin.ModelAdmin):
 @admin.register(Membership)
 class MembershipAdmin(admin.ModelAdmin):
     list_display = ["user", "tenant", "role", "created"]
+    list_editable = ["role"]
     list_filter = ["role", "tenant"]
-    search_fields = ["user__username", "tenant__slug"]
+    list_select_related = ["user", "tenant"]
+    search_fields = ["user__username", "user__email", "tenant__slug", "tenant__name"]
     autocomplete_fields = ["user", "tenant"]

@@ -3,6 +3,7 @@ from __future__ import annotations
 from django.db.models import QuerySet
 
 from accounts.models import Membership, Tenant, User
+from mcp_gateway.errors import NotFound
 
 
 def membership_list_for_user(*, user: User) -> QuerySet[Membership]:
@@ -15,3 +16,21 @@ def membership_list_for_user(*, user: User) -> QuerySet[Membership]:
 
 def membership_get(*, user: User, tenant: Tenant) -> Membership | None:
     return Membership.objects.filter(user=user, tenant=tenant, tenant__is_active=True).first()
+
+
+NO_TENANT = "No tenant {slug!r}."
+NO_USER = "No user {username!r}."
+
+
+def tenant_get(*, slug: str) -> Tenant:
+    tenant = Tenant.objects.filter(slug=slug).first()
+    if tenant is None:
+        raise NotFound(NO_TENANT.format(slug=slug))
+    return tenant
+
+
+def user_get(*, username: str) -> User:
+    user = User.objects.filter(username=username).first()
+    if user is None:
+        raise NotFound(NO_USER.format(username=username))
+    return user

@@ -1,8 +1,10 @@
 from __future__ import annotations
 
+from django.core.exceptions import ValidationError
 from django.db import transaction
 
 from accounts.models import Membership, Role, Tenant, User
+from mcp_gateway.errors import InvalidInput
 
 
 def tenant_ensure(*, slug: str, name: str) -> Tenant:
@@ -21,10 +23,26 @@ def user_ensure(*, username: str, password: str, email: str = "") -> User:
     return user
 
 
+def tenant_create(*, slug: str, name: str) -> tuple[Tenant, bool]:
+    """Create the tenant, or find the one with this slug (left as it is). Returns (tenant, created)."""
+    # The model's own fields validate, so a slug is refused here exactly as the admin refuses it.
+    try:
+        Tenant._meta.get_field("slug").clean(slug, None)
+        Tenant._meta.get_field("name").clean(name, None)
+    except ValidationError as exc:
+        raise InvalidInput(" ".join(exc.messages)) from exc
+    return Tenant.objects.get_or_create(slug=slug, defaults={"name": name})
+
+
 @transaction.atomic
 def membership_ensure(*, user: User, tenant: Tenant, role: Role) -> Membership:
     membership, _ = Membership.objects.get_or_create(user=user, tenant=tenant, defaults={"role": role})
     return membership
+
+
+def membership_set(*, user: User, tenant: Tenant, role: Role) -> tuple[Membership, bool]:
+    """Give the user this role in the tenant, joining it if need be. Returns (membership, created)."""
+    return Membership.objects.update_or_create(user=user, tenant=tenant, defaults={"role": role})
 
 
 DISPLAY_NAME_MAX = 150

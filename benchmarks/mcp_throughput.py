@@ -2,14 +2,16 @@
 
     .venv/bin/python benchmarks/mcp_throughput.py [--seconds 8] [--concurrency 1,16,64]
 
-Starts three servers on loopback: the bare SDK server under uvicorn (the SDK's own recipe, the
-baseline the ratio is against), the same bare server under Daphne (to show what the ASGI server
-costs by itself) and Gatehouse under Daphne. It opens one MCP session per concurrent worker (2025-11-25
-handshake), and drives `tools/call test_simple_text` for a fixed time at each concurrency with an
-aiohttp client (an httpx client saturates before the servers do). Prints calls/second, p50 and p99
-latency side by side, and the SQL queries Gatehouse ran per request. Uses the PostgreSQL database
-at BENCH_DATABASE_URL (default postgres://postgres@127.0.0.1:5432/gatehouse_bench), created and
-migrated if needed. A measurement, not a test: it asserts nothing.
+Starts servers on loopback: the bare SDK server under uvicorn (the SDK's own recipe, the baseline
+the ratios are against), the same bare server under Daphne (to show what the ASGI server costs by
+itself) and Gatehouse under Daphne three times: without auditing, with auditing, and with auditing
+and a (never reached) per-user rate limit checked in Redis, to show what each costs. It opens one MCP
+session per concurrent worker (2025-11-25 handshake), and drives `tools/call test_simple_text` for a
+fixed time at each concurrency with an aiohttp client (an httpx client saturates before the servers
+do). Prints calls/second, p50 and p99 latency side by side, and the SQL statements each Gatehouse
+ran per request. Uses the PostgreSQL database at BENCH_DATABASE_URL (default
+postgres://postgres@127.0.0.1:5432/gatehouse_bench), created and migrated if needed. A measurement,
+not a test: it asserts nothing.
 """
 
 from __future__ import annotations
@@ -181,6 +183,21 @@ async def drive(url: str, token: str | None, concurrency: int, seconds: float) -
     return level
 
 
+# Gatehouse variants, all sharing one database, one public URL (so one token serves them all) and
+# the settings above; each adds its own. Auditing and rate limits are on by default in production.
+VARIANTS = {
+    "no audit": {"GATEHOUSE_AUDIT": "false", "RATE_LIMIT_TOOL": "none"},
+    "audit": {"GATEHOUSE_AUDIT": "true", "RATE_LIMIT_TOOL": "none"},
+    # A limit no run reaches, so every call pays the Redis round trip and none is refused.
+    "audit+limits": {
+        "GATEHOUSE_AUDIT": "true",
+        "RATE_LIMIT_TOOL": "100000000/minute",
+        "REDIS_URL": os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/0"),
+        "RATE_LIMIT_KEY_PREFIX": "gatehouse-bench-" + secrets.token_hex(4),
+    },
+}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -190,8 +207,9 @@ def main() -> None:
     args = parser.parse_args()
     levels = [int(c) for c in args.concurrency.split(",")]
 
-    gh_port, bare_port, bare_daphne_port = free_port(), free_port(), free_port()
-    public = f"http://127.0.0.1:{gh_port}"
+    gh_ports = {name: free_port() for name in VARIANTS}
+    bare_port, bare_daphne_port = free_port(), free_port()
+    public = f"http://127.0.0.1:{gh_ports['no audit']}"
     env = {
         **os.environ,
         "DATABASE_URL": os.environ.get(
@@ -207,15 +225,17 @@ def main() -> None:
     prepare_database(env)
     token = mint_token(env, f"{public}/mcp")
 
-    def daphne(port: int, application: str) -> subprocess.Popen[bytes]:
+    def daphne(port: int, application: str, **extra: str) -> subprocess.Popen[bytes]:
         return subprocess.Popen(
             [PYTHON, "-m", "daphne", "-v", "0", "-b", "127.0.0.1", "-p", str(port), application],
             cwd=BASE_DIR,
-            env=env,
+            env={**env, **extra},
             stderr=subprocess.PIPE,
         )
 
-    gatehouse = daphne(gh_port, "config.asgi:application")
+    gatehouses = {
+        name: daphne(gh_ports[name], "config.asgi:application", **extra) for name, extra in VARIANTS.items()
+    }
     bare_daphne = daphne(bare_daphne_port, "benchmarks.bare_server:application")
     bare = subprocess.Popen(
         [PYTHON, str(BASE_DIR / "benchmarks" / "bare_server.py"), str(bare_port)], cwd=BASE_DIR
@@ -223,46 +243,49 @@ def main() -> None:
     targets = {
         "bare": (f"http://127.0.0.1:{bare_port}/mcp", None),
         "bare_daphne": (f"http://127.0.0.1:{bare_daphne_port}/mcp", None),
-        "gatehouse": (f"{public}/mcp", token),
+        **{name: (f"http://127.0.0.1:{gh_ports[name]}/mcp", token) for name in VARIANTS},
     }
     results: dict[str, list[Level]] = {name: [] for name in targets}
-    requests = 0
+    requests = dict.fromkeys(VARIANTS, 0)
+    queries: dict[str, int | None] = {}
     try:
-        for port, process in [(gh_port, gatehouse), (bare_port, bare), (bare_daphne_port, bare_daphne)]:
-            wait_for(port, process)
+        for name, process in gatehouses.items():
+            wait_for(gh_ports[name], process)
+        wait_for(bare_port, bare)
+        wait_for(bare_daphne_port, bare_daphne)
         for concurrency in levels:
             for name, (url, bearer) in targets.items():
                 results[name].append(asyncio.run(drive(url, bearer, concurrency, args.seconds)))
-            requests += results["gatehouse"][-1].calls + results["gatehouse"][-1].errors + 2 * concurrency
+            for name in VARIANTS:
+                level = results[name][-1]
+                requests[name] += level.calls + level.errors + 2 * concurrency
     finally:
-        for process in (bare, bare_daphne, gatehouse):
+        for process in (bare, bare_daphne, *gatehouses.values()):
             process.terminate()
-        _, stderr = gatehouse.communicate(timeout=30)
+        for name, process in gatehouses.items():
+            _, stderr = process.communicate(timeout=30)
+            match = re.search(rb"gatehouse-sql-queries: (\d+)", stderr or b"")
+            queries[name] = int(match.group(1)) if match else None
         bare.wait(timeout=30)
         bare_daphne.communicate(timeout=30)
-    match = re.search(rb"gatehouse-sql-queries: (\d+)", stderr or b"")
-    queries = int(match.group(1)) if match else None
 
     print(f"tools/call test_simple_text, {args.seconds:g} s per level, loopback, {os.cpu_count()} cores")
-    print("calls/s, p50 and p99 ms; ratio: Gatehouse / bare under uvicorn, and / bare under Daphne")
-    print(
-        f"{'conc.':>5} | {'bare uvicorn':>22} | {'bare Daphne':>22} | {'Gatehouse Daphne':>22} | "
-        f"{'ratio':>5} {'Daphne':>6}"
-    )
-    for bare_level, daphne_level, gh_level in zip(
-        results["bare"], results["bare_daphne"], results["gatehouse"], strict=True
-    ):
-        b, d, g = bare_level.row(), daphne_level.row(), gh_level.row()
-        print(
-            f"{bare_level.concurrency:>5} | {_cell(b)} | {_cell(d)} | {_cell(g)} | "
-            f"{g[0] / b[0]:>5.2f} {g[0] / d[0]:>6.2f}"
-        )
+    print("calls/s, p50 and p99 ms; ratio: each Gatehouse variant / the bare server under uvicorn")
+    columns = ["bare uvicorn", "bare Daphne", *(f"Gatehouse, {name}" for name in VARIANTS)]
+    print(f"{'conc.':>5} | " + " | ".join(f"{column:>22}" for column in columns) + " | ratios")
+    for index, concurrency in enumerate(levels):
+        rows = {name: results[name][index].row() for name in targets}
+        ratios = " ".join(f"{rows[name][0] / rows['bare'][0]:.2f}" for name in VARIANTS)
+        print(f"{concurrency:>5} | " + " | ".join(_cell(row) for row in rows.values()) + f" | {ratios}")
     errors = sum(level.errors for levels_ in results.values() for level in levels_)
     print(f"failed calls: {errors}")
-    if queries is not None:
-        print(
-            f"gatehouse SQL queries: {queries} for {requests} requests = {queries / requests:.2f} per request"
-        )
+    for name in VARIANTS:
+        count = queries[name]
+        if count is not None:
+            print(
+                f"Gatehouse, {name}: {count} SQL statements for {requests[name]} requests = "
+                f"{count / requests[name]:.2f} per request"
+            )
 
 
 def _cell(row: tuple[float, float, float]) -> str:

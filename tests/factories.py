@@ -9,7 +9,15 @@ from django.utils import timezone
 from oauth2_provider.models import Application
 
 from accounts.models import Membership, Role, Tenant, User
-from oauth.models import AccessToken
+from mcp_gateway.models import (
+    AuditAction,
+    AuditEvent,
+    AuditOutcome,
+    McpSession,
+    RateLimitRule,
+    RateLimitScope,
+)
+from oauth.models import AccessToken, Grant, RefreshToken
 
 DEFAULT_PASSWORD = "correct-horse-battery-staple"
 
@@ -74,3 +82,82 @@ class AccessTokenFactory(factory.django.DjangoModelFactory[AccessToken]):
     scope = "mcp:read mcp:write"
     expires = factory.LazyFunction(lambda: timezone.now() + timedelta(minutes=15))
     resource = factory.LazyFunction(lambda: [settings.MCP_RESOURCE_URL])
+
+
+class RefreshTokenFactory(factory.django.DjangoModelFactory[RefreshToken]):
+    """A live refresh token bound to an access token of the same user, tenant and client."""
+
+    class Meta:
+        model = RefreshToken
+
+    access_token = factory.SubFactory(AccessTokenFactory)
+    user = factory.LazyAttribute(lambda o: o.access_token.user)
+    tenant = factory.LazyAttribute(lambda o: o.access_token.tenant)
+    application = factory.LazyAttribute(lambda o: o.access_token.application)
+    token = factory.LazyFunction(lambda: secrets.token_urlsafe(30))
+
+
+class GrantFactory(factory.django.DjangoModelFactory[Grant]):
+    class Meta:
+        model = Grant
+        exclude = ("membership",)
+
+    membership = factory.SubFactory(MembershipFactory)
+    user = factory.LazyAttribute(lambda o: o.membership.user)
+    tenant = factory.LazyAttribute(lambda o: o.membership.tenant)
+    application = factory.SubFactory(ApplicationFactory)
+    code = factory.LazyFunction(lambda: secrets.token_urlsafe(30))
+    expires = factory.LazyFunction(lambda: timezone.now() + timedelta(minutes=10))
+    redirect_uri = "http://127.0.0.1:9/callback"
+    scope = "mcp:read"
+    code_challenge = factory.LazyFunction(lambda: secrets.token_urlsafe(32))
+    code_challenge_method = "S256"
+
+
+class McpSessionFactory(factory.django.DjangoModelFactory[McpSession]):
+    class Meta:
+        model = McpSession
+        exclude = ("membership",)
+
+    membership = factory.SubFactory(MembershipFactory)
+    id = factory.LazyFunction(lambda: secrets.token_hex(16))
+    user = factory.LazyAttribute(lambda o: o.membership.user)
+    tenant = factory.LazyAttribute(lambda o: o.membership.tenant)
+    application = factory.SubFactory(ApplicationFactory)
+    scopes = "mcp:read"
+    protocol_version = "2025-11-25"
+    client_name = "Test client"
+    last_seen = factory.LazyFunction(timezone.now)
+
+
+class AuditEventFactory(factory.django.DjangoModelFactory[AuditEvent]):
+    """An event by a member of a tenant; user, tenant and the stored username agree."""
+
+    class Meta:
+        model = AuditEvent
+        exclude = ("membership",)
+
+    membership = factory.SubFactory(MembershipFactory)
+    action = AuditAction.TOOL_CALLED
+    outcome = AuditOutcome.OK
+    user = factory.LazyAttribute(lambda o: o.membership.user)
+    tenant = factory.LazyAttribute(lambda o: o.membership.tenant)
+    username = factory.LazyAttribute(lambda o: o.membership.user.username)
+    client_id = "test-client"
+    session_id = factory.LazyFunction(lambda: secrets.token_hex(16))
+    request_id = factory.LazyFunction(lambda: secrets.token_hex(8))
+    ip = "127.0.0.1"
+    target = "whoami"
+    duration_ms = 1.5
+    detail = factory.LazyFunction(dict)
+
+
+class RateLimitRuleFactory(factory.django.DjangoModelFactory[RateLimitRule]):
+    class Meta:
+        model = RateLimitRule
+
+    scope = RateLimitScope.TOOL
+    target = ""
+    tenant = None
+    limit = 10
+    period_seconds = 60

@@ -34,9 +34,9 @@ def test_it_ends_idle_sessions_and_deletes_old_ended_ones(capsys):
     recently_ended = _session("recent", idle=timedelta(hours=2), ended=timedelta(days=1))
     long_ended = _session("old", idle=timedelta(days=9), ended=timedelta(days=8))
 
-    call_command("purge_mcp_sessions")
+    call_command("purge")
 
-    assert "Ended 1 idle session(s); deleted 1 old session(s)." in capsys.readouterr().out
+    assert "Sessions: ended 1 idle, deleted 1 old." in capsys.readouterr().out
     live.refresh_from_db()
     idle.refresh_from_db()
     assert live.terminated_at is None
@@ -47,6 +47,16 @@ def test_it_ends_idle_sessions_and_deletes_old_ended_ones(capsys):
 
 def test_running_it_again_changes_nothing(capsys):
     _session("idle", idle=timedelta(hours=2))
-    call_command("purge_mcp_sessions")
-    call_command("purge_mcp_sessions")
-    assert capsys.readouterr().out.splitlines()[-1] == "Ended 0 idle session(s); deleted 0 old session(s)."
+    call_command("purge")
+    call_command("purge")
+    assert capsys.readouterr().out.splitlines()[-1].startswith("Sessions: ended 0 idle, deleted 0 old.")
+
+
+def test_a_dry_run_reports_the_sessions_and_leaves_them(capsys):
+    idle = _session("idle", idle=timedelta(hours=2))
+    old = _session("old", idle=timedelta(days=9), ended=timedelta(days=8))
+    call_command("purge", "--dry-run")
+    assert "Sessions: would end 1 idle, would delete 1 old." in capsys.readouterr().out
+    idle.refresh_from_db()
+    assert idle.terminated_at is None
+    assert McpSession.objects.filter(pk=old.pk).exists()
