@@ -31,7 +31,7 @@ from django.db import connection
 from django.utils import timezone
 
 from config.request_context import request_context
-from mcp_gateway.db import hot_path_executemany
+from mcp_gateway.db import hot_path_execute
 from mcp_gateway.identity import Identity
 from mcp_gateway.metrics import metrics_observe
 from mcp_gateway.models import AuditAction, AuditEvent, AuditOutcome
@@ -47,6 +47,8 @@ _MAX_STRING = 200
 _MAX_ITEMS = 50
 _MAX_DEPTH = 4
 _FLUSH_RETRIES = 2
+# Rows per INSERT: bounds the statement's size and the number of distinct statements prepared.
+_MAX_BATCH = 500
 
 
 @dataclass(frozen=True, slots=True)
@@ -190,12 +192,16 @@ _COLUMNS = (
 
 
 @functools.cache
-def _insert_sql() -> str:
+def _insert_sql(rows: int) -> str:
+    """One INSERT for ``rows`` events: one statement and one round trip, whatever the batch size."""
     on_postgresql = connection.vendor == "postgresql"
     casts = {"ip": "::inet", "detail": "::jsonb"} if on_postgresql else {}
-    values = ", ".join(f"%s{casts.get(column, '')}" for column in _COLUMNS)
+    values = "(" + ", ".join(f"%s{casts.get(column, '')}" for column in _COLUMNS) + ")"
     # The table name comes from the model, never from input; every value is a bound parameter.
-    return f"INSERT INTO {AuditEvent._meta.db_table} ({', '.join(_COLUMNS)}) VALUES ({values})"  # noqa: S608
+    return (
+        f"INSERT INTO {AuditEvent._meta.db_table} ({', '.join(_COLUMNS)}) "  # noqa: S608
+        f"VALUES {', '.join([values] * rows)}"
+    )
 
 
 def _row(entry: AuditEntry) -> tuple[Any, ...]:
@@ -224,7 +230,7 @@ class _GroupCommitWriter:
 
     async def _flush(self) -> None:
         while self._pending:
-            batch, self._pending = self._pending, []
+            batch, self._pending = self._pending[:_MAX_BATCH], self._pending[_MAX_BATCH:]
             await self._insert([entry for entry, _ in batch])
             for _, done in batch:
                 if not done.done():
@@ -232,10 +238,10 @@ class _GroupCommitWriter:
 
     @staticmethod
     async def _insert(entries: list[AuditEntry]) -> None:
-        rows = [_row(entry) for entry in entries]
+        params = [value for entry in entries for value in _row(entry)]
         for attempt in range(1, _FLUSH_RETRIES + 1):
             try:
-                await hot_path_executemany(_insert_sql(), rows)
+                await hot_path_execute(_insert_sql(len(entries)), params)
                 return
             except Exception:
                 if attempt < _FLUSH_RETRIES:

@@ -82,8 +82,8 @@ class _HotPathPool:
             raise DatabaseError(str(error)) from error
         raise AssertionError("unreachable")
 
-    async def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
-        """One statement for many rows, in one round trip (psycopg pipelines ``executemany``)."""
+    async def execute(self, sql: str, params: Sequence[Any]) -> None:
+        """A statement whose result nobody reads (the audit trail's inserts), in autocommit."""
         import psycopg
         import psycopg_pool
 
@@ -92,8 +92,7 @@ class _HotPathPool:
             async with pool.connection() as conn:
                 if self._counting:
                     querycount_add()
-                async with conn.cursor() as cursor:
-                    await cursor.executemany(sql, rows)
+                await conn.execute(sql, params)
         except (psycopg.Error, psycopg_pool.PoolTimeout) as error:
             raise DatabaseError(str(error)) from error
 
@@ -135,17 +134,17 @@ async def hot_path_fetchone(sql: str, params: Sequence[Any]) -> tuple[Any, ...] 
     return await db_call(_fetchone_sync, sql, params)
 
 
-async def hot_path_executemany(sql: str, rows: Sequence[Sequence[Any]]) -> None:
+async def hot_path_execute(sql: str, params: Sequence[Any]) -> None:
     """Writes that ride the hot path (the audit trail): on PostgreSQL, the same async pool."""
     if _on_postgresql():
-        await _pool.executemany(sql, rows)
+        await _pool.execute(sql, params)
     else:
-        await db_call(_executemany_sync, sql, rows)
+        await db_call(_execute_sync, sql, params)
 
 
-def _executemany_sync(sql: str, rows: Sequence[Sequence[Any]]) -> None:
+def _execute_sync(sql: str, params: Sequence[Any]) -> None:
     with connection.cursor() as cursor:
-        cursor.executemany(sql, rows)
+        cursor.execute(sql, params)
 
 
 def _fetchone_sync(sql: str, params: Sequence[Any]) -> tuple[Any, ...] | None:
