@@ -13,11 +13,15 @@ from datetime import timedelta
 from typing import Any
 
 from django.utils import timezone
+from oauth2_provider.cimd import is_cimd_client_id
+from oauth2_provider.models import Application
 from oauth2_provider.oauth2_validators import OAuth2Validator
 from oauth2_provider.settings import oauth2_settings
 from oauthlib.oauth2.rfc6749 import errors
 
 from accounts.models import Membership
+from mcp_gateway.audit import audit_record
+from mcp_gateway.models import AuditAction
 from oauth.models import AccessToken, Grant, RefreshToken
 
 TENANT_ATTRIBUTE = "gatehouse_tenant_id"
@@ -57,6 +61,23 @@ class TenantOAuth2Validator(OAuth2Validator):
             return False
         setattr(request, TENANT_ATTRIBUTE, instance.tenant_id)
         return True
+
+    def _load_application(self, client_id: str, request: Any) -> Any:
+        # DOT creates the Application of a client ID metadata document the first time it sees the
+        # URL; that first sight is the client's registration, and is audited like a DCR one.
+        unseen = is_cimd_client_id(client_id) and not Application.objects.filter(client_id=client_id).exists()
+        client = super()._load_application(client_id, request)
+        if unseen and client is not None:
+            audit_record(
+                action=AuditAction.CLIENT_REGISTERED,
+                application=client,
+                target=client.name,
+                detail={
+                    "redirect_uris": client.redirect_uris.split(),
+                    "registration_source": client.registration_source,
+                },
+            )
+        return client
 
     @staticmethod
     def _still_member(*, user: Any, tenant_id: int) -> bool:
