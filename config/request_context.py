@@ -24,6 +24,8 @@ from dataclasses import dataclass
 from django.conf import settings
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from mcp_gateway.asgi_http import request_header
+
 REQUEST_ID_HEADER = b"x-request-id"
 access_logger = logging.getLogger("gatehouse.access")
 # Visible ASCII without spaces or separators that could break a log line or a header.
@@ -75,13 +77,6 @@ def client_ip(*, peer: str | None, forwarded_for: str | None) -> str | None:
         return None
 
 
-def _header(scope: Scope, name: bytes) -> str | None:
-    for key, value in scope.get("headers", []):
-        if key == name:
-            return str(value.decode("latin-1"))
-    return None
-
-
 class RequestContextMiddleware:
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
@@ -90,10 +85,12 @@ class RequestContextMiddleware:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        offered = _header(scope, REQUEST_ID_HEADER)
+        offered = request_header(scope, REQUEST_ID_HEADER)
         request_id = offered if offered and _SANE_REQUEST_ID.match(offered) else request_id_new()
         peer = scope.get("client")
-        ip = client_ip(peer=peer[0] if peer else None, forwarded_for=_header(scope, b"x-forwarded-for"))
+        ip = client_ip(
+            peer=peer[0] if peer else None, forwarded_for=request_header(scope, b"x-forwarded-for")
+        )
         token = _current.set(RequestContext(request_id=request_id, ip=ip))
         encoded = request_id.encode()
         started = time.perf_counter()

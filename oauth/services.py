@@ -32,9 +32,10 @@ class RevokedCounts:
         return RevokedCounts(access=self.access + other.access, refresh=self.refresh + other.refresh)
 
 
-def _audit_revoked(
-    *, token: AccessToken | RefreshToken, kind: Literal["access", "refresh"], by: str, operator: str
+def token_revoked_audit(
+    *, token: AccessToken | RefreshToken, kind: Literal["access", "refresh"], by: str, operator: str = ""
 ) -> None:
+    """One ``token.revoked`` event for a token that stopped working."""
     detail: dict[str, str] = {"by": by, "kind": kind}
     if operator:
         detail["operator"] = operator
@@ -56,7 +57,7 @@ def access_token_revoke(*, token: AccessToken, by: str, operator: str = "") -> R
         return refresh_token_revoke(token=refresh, by=by, operator=operator)
     if not AccessToken.objects.filter(pk=token.pk).exists():
         return RevokedCounts()
-    _audit_revoked(token=token, kind="access", by=by, operator=operator)
+    token_revoked_audit(token=token, kind="access", by=by, operator=operator)
     revoke_access_token(token)
     return RevokedCounts(access=1)
 
@@ -80,9 +81,9 @@ def refresh_token_revoke(*, token: RefreshToken, by: str, operator: str = "") ->
     if live is None:
         return RevokedCounts()
     bound = live.access_token
-    _audit_revoked(token=live, kind="refresh", by=by, operator=operator)
+    token_revoked_audit(token=live, kind="refresh", by=by, operator=operator)
     if bound is not None:
-        _audit_revoked(token=bound, kind="access", by=by, operator=operator)
+        token_revoked_audit(token=bound, kind="access", by=by, operator=operator)
     live.revoke()
     return RevokedCounts(access=int(bound is not None), refresh=1)
 

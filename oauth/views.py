@@ -22,6 +22,7 @@ from mcp_gateway.audit import audit_record
 from mcp_gateway.models import AuditAction, AuditOutcome, RateLimitScope
 from oauth.models import AccessToken
 from oauth.selectors import access_token_find, application_find, token_find_live, token_is_live
+from oauth.services import token_revoked_audit
 
 REGISTRATION_SOURCE = "dcr"
 
@@ -84,13 +85,8 @@ class RevokeTokenView(oauth2_views.RevokeTokenView):
         response = super().post(request, *args, **kwargs)
         # RFC 7009 answers 200 for unknown tokens too; only a token that stopped working is an event.
         if response.status_code == 200 and token is not None and not token_is_live(token=token):
-            audit_record(
-                action=AuditAction.TOKEN_REVOKED,
-                user=token.user,
-                tenant=token.tenant,
-                application=token.application,
-                target=str(token),
-                detail={"by": "client", "kind": "access" if isinstance(token, AccessToken) else "refresh"},
+            token_revoked_audit(
+                token=token, kind="access" if isinstance(token, AccessToken) else "refresh", by="client"
             )
         return response
 

@@ -23,6 +23,14 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 @pytest.fixture
+def operator(db, client):
+    """A superuser, signed in to the admin through the ``client`` fixture."""
+    user = UserFactory.create(username="operator", is_staff=True, is_superuser=True)
+    client.force_login(user)
+    return user
+
+
+@pytest.fixture
 def tenant(db):
     return TenantFactory(slug="acme-test", name="Acme Test")
 

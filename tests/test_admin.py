@@ -70,13 +70,6 @@ def _label(model: type[Model]) -> str:
 
 
 @pytest.fixture
-def operator(client):
-    user = UserFactory.create(username="operator", is_staff=True, is_superuser=True)
-    client.force_login(user)
-    return user
-
-
-@pytest.fixture
 def operator_request(rf, operator):
     request = rf.get("/admin/")
     request.user = operator

@@ -18,13 +18,6 @@ from tests.factories import AuditEventFactory, UserFactory
 pytestmark = pytest.mark.django_db
 
 
-@pytest.fixture
-def operator(client):
-    user = UserFactory.create(username="operator", is_staff=True, is_superuser=True)
-    client.force_login(user)
-    return user
-
-
 def test_an_audit_event_page_shows_every_field_read_only(client, operator):
     event = AuditEventFactory.create(detail={"arguments": {"name": "Ada"}}, target="set_display_name")
     response = client.get(admin_url(AuditEvent, "change", event.pk))

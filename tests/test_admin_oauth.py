@@ -23,13 +23,6 @@ from tests.factories import (
 pytestmark = pytest.mark.django_db
 
 
-@pytest.fixture
-def operator(client):
-    user = UserFactory.create(username="operator", is_staff=True, is_superuser=True)
-    client.force_login(user)
-    return user
-
-
 # OAuth applications and tokens
 
 

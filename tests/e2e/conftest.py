@@ -14,7 +14,8 @@ from oauth2_provider.models import Application
 from accounts.models import Membership, Tenant, User
 from mcp_gateway.models import TenantToolset
 from oauth.models import AccessToken
-from tests.e2e.harness import DEMO_PASSWORD, DaphneServer
+from tests.e2e.harness import DEMO_PASSWORD, Browser, DaphneServer
+from tests.e2e.oauth_driver import OAuthDriver
 
 SERVER_DB_APPLICATION = "gatehouse-e2e-server"
 
@@ -189,6 +190,22 @@ def tenant_toolset(django_db_blocker):
 
     with django_db_blocker.unblock():
         _in_own_thread(undo)
+
+
+@pytest.fixture
+async def driver(server):
+    """A scripted OAuth client against the main server."""
+    driver = OAuthDriver(server)
+    yield driver
+    await driver.aclose()
+
+
+@pytest.fixture
+async def browser(server):
+    """A person's browser against the main server."""
+    browser = Browser(server.base_url)
+    yield browser
+    await browser.aclose()
 
 
 @pytest.fixture(autouse=True)

@@ -90,20 +90,6 @@ async def _only_event(request_id: str) -> AuditEvent:
     return events[0]
 
 
-@pytest.fixture
-async def driver(server):
-    driver = OAuthDriver(server)
-    yield driver
-    await driver.aclose()
-
-
-@pytest.fixture
-async def browser(server):
-    browser = Browser(server.base_url)
-    yield browser
-    await browser.aclose()
-
-
 async def test_a_whole_connection_audits_registration_login_consent_and_token_once_each(server):
     stamps = _Stamps()
     browser = Browser(server.base_url, transport=StampingBrowserTransport(stamps))

@@ -5,25 +5,11 @@ from __future__ import annotations
 import pytest
 
 from oauth.models import Grant
-from tests.e2e.harness import Browser, Person, parse_form, redirect_params
-from tests.e2e.oauth_driver import OAuthDriver, pkce_pair
+from tests.e2e.harness import Person, parse_form, redirect_params
+from tests.e2e.oauth_driver import pkce_pair
 from tests.factories import DEFAULT_PASSWORD, UserFactory
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-async def driver(server):
-    driver = OAuthDriver(server)
-    yield driver
-    await driver.aclose()
-
-
-@pytest.fixture
-async def browser(server):
-    browser = Browser(server.base_url)
-    yield browser
-    await browser.aclose()
 
 
 async def test_an_authorization_request_without_pkce_is_refused(driver, browser):
