@@ -155,3 +155,14 @@ async def test_a_resource_read_is_audited(server, tenant_toolset):
     )
     assert event.tenant_id is not None
     assert event.username == "alice"
+
+
+async def test_a_stand_alone_2026_call_is_audited_without_a_session(server):
+    transport = StampingTransport()
+    async with sdk_client(server, Person("alice"), mode="2026-07-28", transport=transport) as (client, _):
+        await client.call_tool("whoami", {})
+
+    [event] = await _events(transport.request_ids("tools/call")[0])
+    assert (event.action, event.outcome, event.target) == (AuditAction.TOOL_CALLED, AuditOutcome.OK, "whoami")
+    assert event.session_id == ""
+    assert event.username == "alice"
