@@ -11,10 +11,11 @@ from collections.abc import Callable, Iterator
 import httpx2
 import pytest
 import redis
+from django.utils import timezone
 from mcp.shared.exceptions import MCPError
 
 from accounts.models import Tenant
-from mcp_gateway.models import RateLimitRule, RateLimitScope
+from mcp_gateway.models import AuditAction, AuditEvent, AuditOutcome, RateLimitRule, RateLimitScope
 from tests.e2e.conftest import _in_own_thread
 from tests.e2e.harness import E2E_RATE_LIMIT_PREFIX, DaphneServer, Person, sdk_client
 
@@ -105,6 +106,7 @@ async def test_a_tool_limit_holds_across_two_servers_and_says_when_to_retry(
     server, second_server, rate_limit_rule
 ):
     rate_limit_rule(scope=RateLimitScope.TOOL, target="whoami", limit=3)
+    started = timezone.now()
     balancer = Alternating([server, second_server])
     async with sdk_client(server, Person("alice"), transport=balancer) as (client, _):
         allowed = [await client.call_tool("whoami", {}) for _ in range(3)]
@@ -117,6 +119,18 @@ async def test_a_tool_limit_holds_across_two_servers_and_says_when_to_retry(
     assert balancer.counted[:4] == [server.port, second_server.port, server.port, second_server.port]
     assert_refused_with_retry_hint(refused.value, limit="3 per 1 minute")
     assert other_tool.is_error is False
+    # The refusal is audited once, as a refusal and not as a call.
+    events = [
+        event
+        async for event in AuditEvent.objects.filter(created__gte=started, username="alice", target="whoami")
+    ]
+    assert (
+        sorted(event.action for event in events) == [AuditAction.RATE_LIMITED] + [AuditAction.TOOL_CALLED] * 3
+    )
+    [refusal] = [event for event in events if event.action == AuditAction.RATE_LIMITED]
+    assert refusal.outcome == AuditOutcome.DENIED
+    assert refusal.detail["scope"] == "tool"
+    assert refusal.detail["data"]["retryAfterSeconds"] == refused.value.data["retryAfterSeconds"]
 
 
 async def test_another_person_s_calls_are_counted_apart_in_the_same_tenant_and_in_another(
