@@ -11,6 +11,7 @@ from django.core.exceptions import ImproperlyConfigured
 
 from config.env import env_bool, env_int, env_list, env_optional, env_origin, env_rate, env_str
 from config.log_format import PLAIN_FORMAT, env_log_format
+from config.security import secret_key_validate
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 LOCAL_DIR = BASE_DIR / ".local"
@@ -86,6 +87,9 @@ TEMPLATES = [
     },
 ]
 
+# Each silenced check says why where it is added.
+SILENCED_SYSTEM_CHECKS: list[str] = []
+
 # Without DATABASE_URL the product runs on an embedded SQLite file, so `make run` needs no
 # database server; the test suite always runs on PostgreSQL.
 _database_url = env_optional("DATABASE_URL")
@@ -94,7 +98,7 @@ if _database_url is None:
     DATABASES = {"default": dj_database_url.parse(f"sqlite:///{LOCAL_DIR / 'gatehouse.sqlite3'}")}
     # SQLite cannot enforce RateLimitRule's one-rule-per-(scope, target, tenant) constraint when the
     # tenant is blank; the admin form still checks it, and PostgreSQL enforces it.
-    SILENCED_SYSTEM_CHECKS = ["models.W047"]
+    SILENCED_SYSTEM_CHECKS.append("models.W047")
 else:
     # Persistent connections, health-checked before reuse, for Django's own queries (pages, admin,
     # and the MCP endpoint's db_call): reconnecting per query would dominate their latency. The
@@ -112,7 +116,9 @@ _redis_url = env_optional("REDIS_URL")
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 AUTH_USER_MODEL = "accounts.User"
 LOGIN_URL = "login"
-LOGIN_REDIRECT_URL = "/admin/"
+# People who sign in without an OAuth request land on their connected applications; the admin's
+# own sign-in sends operators back to /admin/ with ``next``.
+LOGIN_REDIRECT_URL = "accounts:connected"
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
@@ -129,10 +135,28 @@ USE_TZ = True
 STATIC_URL = "static/"
 STATIC_ROOT = LOCAL_DIR / "staticfiles"
 
+# Production is an https PUBLIC_URL behind a TLS-terminating proxy that sets X-Forwarded-Proto
+# (platform/nginx.conf). Over plain http (development, tests) none of this applies: a Secure cookie
+# would never come back, and HSTS would lock browsers out of the development host.
 _https = _public.scheme == "https"
+if _https and not DEBUG:
+    secret_key_validate(key=SECRET_KEY)
 SESSION_COOKIE_SECURE = _https
 CSRF_COOKIE_SECURE = _https
 SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https") if _https else None
+SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", default=_https)
+# Load-balancer health checks and Prometheus scrapes reach the process directly, over plain http.
+SECURE_REDIRECT_EXEMPT = [r"^health$", r"^metrics$"]
+SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", default=365 * 24 * 3600 if _https else 0, minimum=0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", default=_https)
+# Preloading is the domain owner's decision (it names the registrable domain and is slow to undo),
+# so it is off unless asked for; its deploy warning is silenced only while it is off.
+SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", default=False)
+if not SECURE_HSTS_PRELOAD:
+    SILENCED_SYSTEM_CHECKS.append("security.W021")
+# DOT warns that "http" redirect URIs are allowed; Gatehouse allows them only to loopback hosts
+# (RFC 8252 native clients) and refuses any other at every authorization request (oauth.redirects).
+SILENCED_SYSTEM_CHECKS.append("oauth2_provider.W008")
 
 # Swapped DOT token models: each grant and token carries the tenant it was issued for.
 OAUTH2_PROVIDER_APPLICATION_MODEL = "oauth2_provider.Application"
@@ -140,6 +164,13 @@ OAUTH2_PROVIDER_ID_TOKEN_MODEL = "oauth2_provider.IDToken"
 OAUTH2_PROVIDER_GRANT_MODEL = "oauth.Grant"
 OAUTH2_PROVIDER_ACCESS_TOKEN_MODEL = "oauth.AccessToken"
 OAUTH2_PROVIDER_REFRESH_TOKEN_MODEL = "oauth.RefreshToken"
+
+# Client ID metadata documents served from this machine: for development only, so refused unless
+# Gatehouse itself is served on loopback; a deployment can never be talked into fetching from its
+# own host (oauth.cimd).
+_cimd_allow_loopback = env_bool("CIMD_ALLOW_LOOPBACK", default=False)
+if _cimd_allow_loopback and _public_host not in {"127.0.0.1", "::1", "localhost"}:
+    raise ImproperlyConfigured("CIMD_ALLOW_LOOPBACK=true needs a loopback PUBLIC_URL (development only).")
 
 OAUTH2_PROVIDER = {
     "OAUTH2_VALIDATOR_CLASS": "oauth.validators.TenantOAuth2Validator",
@@ -153,6 +184,8 @@ OAUTH2_PROVIDER = {
     "COMPLIANT_BCP_RFC9700_PASSWORD_GRANT": True,
     "COMPLIANT_BCP_RFC9700_AUTHZ_RESPONSE_ISS": True,
     "COMPLIANT_BCP_RFC9700_REFRESH_TOKEN": True,
+    # Bearer tokens only in the Authorization header, never in a URL that proxies and logs keep.
+    "COMPLIANT_BCP_RFC9700_ACCESS_TOKEN_TRANSPORT": True,
     "AUTHORIZATION_CODE_EXPIRE_SECONDS": env_int("OAUTH_CODE_SECONDS", default=600, minimum=1),
     "ACCESS_TOKEN_EXPIRE_SECONDS": env_int("OAUTH_ACCESS_TOKEN_SECONDS", default=900, minimum=1),
     "REFRESH_TOKEN_EXPIRE_SECONDS": env_int(
@@ -160,6 +193,10 @@ OAUTH2_PROVIDER = {
     ),
     "ROTATE_REFRESH_TOKEN": True,
     "REFRESH_TOKEN_REUSE_PROTECTION": True,
+    # Tokens at rest are SHA-256 checksums only. DOT's own refresh grace period would replay the
+    # previous pair from plaintext, so it stays 0; GATEHOUSE["REFRESH_GRACE_SECONDS"] replaces it
+    # (oauth.token_storage).
+    "COMPLIANT_BCP_RFC9700_TOKEN_STORAGE": True,
     "REQUEST_APPROVAL_PROMPT": "force",
     "ALLOW_LOCALHOST_LOOPBACK": True,
     "ALLOWED_REDIRECT_URI_SCHEMES": ["https", "http"],
@@ -171,6 +208,13 @@ OAUTH2_PROVIDER = {
     "DCR_ENABLED": True,
     "DCR_REGISTRATION_PERMISSION_CLASSES": ("oauth2_provider.dcr.AllowAllDCRPermission",),
     "CIMD_ENABLED": True,
+    # DOT's SSRF-hardened fetch with our address policy and trust roots; its limits, stated here.
+    "CIMD_METADATA_FETCHER": "oauth.cimd.GatehouseMetadataFetcher",
+    "CIMD_FETCH_TIMEOUT_SECONDS": 5,
+    "CIMD_MAX_DOCUMENT_SIZE": 16 * 1024,
+    "CIMD_METADATA_MIN_AGE_SECONDS": 300,
+    "CIMD_METADATA_MAX_AGE_SECONDS": 24 * 3600,
+    "CIMD_FAILURE_BACKOFF_SECONDS": 60,
     "OAUTH2_PROTECTED_RESOURCE_IDENTIFIER": MCP_RESOURCE_URL,
     "OAUTH2_PROTECTED_RESOURCE_AUTHORIZATION_SERVERS": [PUBLIC_URL],
     "OAUTH2_PROTECTED_RESOURCE_NAME": "Gatehouse MCP",
@@ -188,6 +232,9 @@ GATEHOUSE: dict[str, Any] = {
     "SESSION_RETENTION_SECONDS": env_int("MCP_SESSION_RETENTION_SECONDS", default=7 * 24 * 3600, minimum=0),
     # How often each server process runs the purge in the background (0 turns it off).
     "SESSION_PURGE_INTERVAL_SECONDS": env_int("MCP_SESSION_PURGE_INTERVAL_SECONDS", default=600, minimum=0),
+    # A rotated refresh token presented again this soon is a parallel or retried refresh (it gets a
+    # new pair); later, it is a replay, and its whole token family is revoked.
+    "REFRESH_GRACE_SECONDS": env_int("OAUTH_REFRESH_GRACE_SECONDS", default=30, minimum=0),
     # How long each process trusts its copy of a tenant's enabled toolsets.
     "TOOLSET_CACHE_SECONDS": env_int("MCP_TOOLSET_CACHE_SECONDS", default=5, minimum=0),
     # Connections per worker for the query every MCP request makes (mcp_gateway.db).
@@ -197,6 +244,12 @@ GATEHOUSE: dict[str, Any] = {
     # Audit trail (mcp_gateway.audit). Turning it off is for measuring its cost, not for production.
     "AUDIT_ENABLED": env_bool("GATEHOUSE_AUDIT", default=True),
     "AUDIT_RETENTION_DAYS": env_int("AUDIT_RETENTION_DAYS", default=365, minimum=1),
+    # OAuth clients (oauth.cimd, oauth.clients): see the comments above OAUTH2_PROVIDER.
+    "CIMD_ALLOW_LOOPBACK": _cimd_allow_loopback,
+    # Extra trust roots (a PEM file) for fetching metadata documents, besides the system's.
+    "CIMD_CA_BUNDLE": env_optional("CIMD_CA_BUNDLE"),
+    # `manage.py purge_unused_clients` deletes registered clients never used for this many days.
+    "UNUSED_CLIENT_DAYS": env_int("OAUTH_UNUSED_CLIENT_DAYS", default=30, minimum=1),
     # How many proxies (TLS terminator, load balancer) append to X-Forwarded-For in front of the
     # server; the client address is read that many entries from the right, never from the left.
     "TRUSTED_PROXY_COUNT": env_int("TRUSTED_PROXY_COUNT", default=0, minimum=0),

@@ -16,7 +16,7 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 from oauth2_provider.models import Application, get_application_model
 
-from oauth.models import AccessToken, Grant, RefreshToken
+from oauth.models import AccessToken, Grant, RedirectUriPattern, RefreshToken
 from oauth.services import BY_OPERATOR, RevokedCounts, access_token_revoke, refresh_token_revoke
 
 SECRET_HASHED = "Stored hashed; it cannot be shown. Register a new client to issue a new secret."
@@ -120,3 +120,12 @@ class GrantAdmin(dot_admin.GrantAdmin):
 
     def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
+
+
+@admin.register(RedirectUriPattern)
+class RedirectUriPatternAdmin(admin.ModelAdmin):
+    list_display = ("pattern", "application", "note", "created")
+    list_select_related = ("application",)
+    search_fields = ("pattern", "note", "application__name", "application__client_id")
+    autocomplete_fields = ("application",)
+    readonly_fields = ("created",)

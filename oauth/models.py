@@ -6,10 +6,12 @@ tokens minted from it, and carried along each refresh rotation (oauth.validators
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.db import models
 from oauth2_provider.models import AbstractAccessToken, AbstractGrant, AbstractRefreshToken
 
 from accounts.models import Tenant
+from oauth.redirects import redirect_pattern_validate
 
 
 class Grant(AbstractGrant):
@@ -38,3 +40,33 @@ class RefreshToken(AbstractRefreshToken):
 
     class Meta(AbstractRefreshToken.Meta):
         swappable = "OAUTH2_PROVIDER_REFRESH_TOKEN_MODEL"
+
+
+class RedirectUriPattern(models.Model):
+    """A redirect URI pattern an operator allows for registered clients (oauth.redirects), such as
+    a provider's per-connector callback path: ``https://chatgpt.com/connector/oauth/*``."""
+
+    pattern = models.CharField(
+        max_length=500,
+        validators=[redirect_pattern_validate],
+        help_text="A redirect URI; each path segment written * matches one segment of letters, digits, "
+        "'.', '_', '~' or '-'. No query, fragment or host wildcard.",
+    )
+    application = models.ForeignKey(
+        settings.OAUTH2_PROVIDER_APPLICATION_MODEL,
+        on_delete=models.CASCADE,
+        null=True,
+        blank=True,
+        related_name="+",
+        help_text="Only this client. Empty: every manually or dynamically registered client that "
+        "registered a redirect URI on the pattern's origin.",
+    )
+    note = models.CharField(max_length=200, blank=True, help_text="Why this pattern exists.")
+    created = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ("pattern",)
+        verbose_name = "redirect URI pattern"
+
+    def __str__(self) -> str:
+        return self.pattern

@@ -1,13 +1,14 @@
-"""Reads for the OAuth endpoints' audit: which client, which token (found by its checksum, the
-only form in which a token is looked up, so no secret is ever compared or stored here)."""
+"""Reads for the OAuth endpoints: which client, which token. A token is only ever found by its
+checksum (``oauth.token_storage``), the one form in which it is stored, so no secret is compared
+or kept here."""
 
 from __future__ import annotations
 
-import hashlib
-
+from django.db.models import F
 from oauth2_provider.models import Application
 
 from oauth.models import AccessToken, RefreshToken
+from oauth.token_storage import token_checksum
 
 
 def application_find(*, client_id: str | None) -> Application | None:
@@ -16,33 +17,33 @@ def application_find(*, client_id: str | None) -> Application | None:
     return Application.objects.filter(client_id=client_id).first()
 
 
-def _checksum(token: str) -> str:
-    return hashlib.sha256(token.encode("utf-8")).hexdigest()
-
-
 def access_token_find(*, token: str) -> AccessToken | None:
     return (
         AccessToken.objects.select_related("user", "tenant", "application")
-        .filter(token_checksum=_checksum(token))
+        .filter(token_checksum=token_checksum(token))
         .first()
     )
 
 
-def token_find_live(*, token: str, client_id: str) -> AccessToken | RefreshToken | None:
-    """The live access or refresh token with this value that belongs to this client, as DOT's
-    revocation finds it (RFC 7009: a client may only revoke its own tokens)."""
-    lookup = {"token_checksum": _checksum(token), "application__client_id": client_id}
-    access = AccessToken.objects.select_related("user", "tenant", "application").filter(**lookup).first()
-    if access is not None:
-        return access
+def refresh_token_find(*, token: str, application_id: int | None = None) -> RefreshToken | None:
+    """The refresh token with this value: the live row if there is one, else the latest revoked.
+
+    Several rows may share a checksum (DOT's uniqueness is ``(token_checksum, revoked)``); this is
+    the order DOT's own validator reads them in.
+    """
+    rows = RefreshToken.objects.select_related("user", "tenant", "application", "access_token").filter(
+        token_checksum=token_checksum(token)
+    )
+    if application_id is not None:
+        rows = rows.filter(application_id=application_id)
+    return rows.order_by(F("revoked").desc(nulls_first=True)).first()
+
+
+def access_token_find_for_client(*, token: str, application_id: int) -> AccessToken | None:
+    """The live access token with this value, if it belongs to this client (RFC 7009: a client
+    may only revoke its own tokens)."""
     return (
-        RefreshToken.objects.select_related("user", "tenant", "application")
-        .filter(revoked__isnull=True, **lookup)
+        AccessToken.objects.select_related("user", "tenant", "application")
+        .filter(token_checksum=token_checksum(token), application_id=application_id)
         .first()
     )
-
-
-def token_is_live(*, token: AccessToken | RefreshToken) -> bool:
-    if isinstance(token, AccessToken):
-        return AccessToken.objects.filter(pk=token.pk).exists()
-    return RefreshToken.objects.filter(pk=token.pk, revoked__isnull=True).exists()

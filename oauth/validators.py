@@ -1,4 +1,5 @@
-"""DOT's validator, taught that every grant and token belongs to one tenant.
+"""DOT's validator, taught that every grant and token belongs to one tenant, and that tokens are
+kept hashed at rest with a refresh grace window DOT cannot offer with hashing (``token_storage``).
 
 The consent view passes the chosen tenant as the ``gatehouse_tenant_id`` credential; oauthlib
 copies credentials onto its request object, and the three ``_create_*`` methods below store it.
@@ -14,7 +15,7 @@ from typing import Any
 
 from django.utils import timezone
 from oauth2_provider.cimd import is_cimd_client_id
-from oauth2_provider.models import Application
+from oauth2_provider.models import Application, refresh_token_expire_timedelta, revoke_access_token
 from oauth2_provider.oauth2_validators import OAuth2Validator
 from oauth2_provider.settings import oauth2_settings
 from oauthlib.oauth2.rfc6749 import errors
@@ -23,6 +24,15 @@ from accounts.models import Membership
 from mcp_gateway.audit import audit_record
 from mcp_gateway.models import AuditAction
 from oauth.models import AccessToken, Grant, RefreshToken
+from oauth.selectors import access_token_find_for_client, refresh_token_find
+from oauth.services import (
+    BY_CLIENT,
+    BY_REUSE_DETECTION,
+    refresh_token_revoke,
+    token_family_revoke,
+    token_revoked_audit,
+)
+from oauth.token_storage import refresh_token_in_grace
 
 TENANT_ATTRIBUTE = "gatehouse_tenant_id"
 PKCE_S256_REQUIRED = 'PKCE with code_challenge_method "S256" is required.'
@@ -53,13 +63,89 @@ class TenantOAuth2Validator(OAuth2Validator):
     def validate_refresh_token(
         self, refresh_token: str, client: Any, request: Any, *args: Any, **kwargs: Any
     ) -> bool:
-        if not super().validate_refresh_token(refresh_token, client, request, *args, **kwargs):
+        # DOT's version, with our grace window in place of its (which needs plaintext storage).
+        instance = refresh_token_find(token=refresh_token)
+        if instance is None:
             return False
-        instance = request.refresh_token_instance
+        if instance.revoked is not None and not refresh_token_in_grace(token=instance):
+            # A rotated or revoked token presented again: whoever holds a copy loses the grant.
+            if instance.token_family is not None:
+                token_family_revoke(family=instance.token_family, by=BY_REUSE_DETECTION)
+            return False
+        if instance.revoked is None and not self._refresh_token_current(instance):
+            return False
         # A person removed from the tenant (or deactivated) loses the ability to refresh at once.
         if not self._still_member(user=instance.user, tenant_id=instance.tenant_id):
             return False
+        request.user = instance.user
+        # The presented value, never the row's: the token column is blank (hashed at rest).
+        request.refresh_token = refresh_token
+        request.refresh_token_instance = instance
         setattr(request, TENANT_ATTRIBUTE, instance.tenant_id)
+        return bool(instance.application_id == client.pk)
+
+    @staticmethod
+    def _refresh_token_current(instance: RefreshToken) -> bool:
+        """DOT's expiry: a live refresh token dies REFRESH_TOKEN_EXPIRE_SECONDS after its access
+        token expires, and one whose access token is gone has nothing left to refresh."""
+        if instance.access_token is None:
+            return False
+        lifetime = refresh_token_expire_timedelta()
+        return not lifetime or instance.access_token.expires + lifetime > timezone.now()
+
+    def _save_bearer_token(self, token: dict[str, Any], request: Any, *args: Any, **kwargs: Any) -> None:
+        previous = getattr(request, "refresh_token_instance", None)
+        if not (isinstance(previous, RefreshToken) and token.get("refresh_token")):
+            return super()._save_bearer_token(token, request, *args, **kwargs)
+        # The lock DOT's rotation takes too: parallel refreshes with one token pass here one by one.
+        locked = RefreshToken.objects.select_for_update().filter(pk=previous.pk).first()
+        if locked is not None and locked.revoked is None:
+            return super()._save_bearer_token(token, request, *args, **kwargs)
+        # Another refresh rotated it first. DOT would hand back that refresh's pair, which it can
+        # no longer read; inside the window this one gets a pair of its own in the same family.
+        if locked is None or not refresh_token_in_grace(token=locked):
+            raise errors.InvalidGrantError(request=request)
+        self._check_and_set_request_resource(request)
+        expires = timezone.now() + timedelta(
+            seconds=token.get("expires_in", oauth2_settings.ACCESS_TOKEN_EXPIRE_SECONDS)
+        )
+        # No source_refresh_token: the first refresh holds that one-to-one link; the family is
+        # what ties this pair to the grant, for reuse detection and revocation alike.
+        access_token = self._create_access_token(expires, request, token)
+        self._create_refresh_token(request, token["refresh_token"], access_token, locked)
+        return None
+
+    def revoke_token(
+        self, token: str, token_type_hint: str | None, request: Any, *args: Any, **kwargs: Any
+    ) -> None:
+        # RFC 7009: only the calling client's own tokens; anything else is answered 200 unchanged.
+        application_id = getattr(request.client, "pk", None)
+        if application_id is None:
+            return
+        revokers = [self._revoke_refresh_token, self._revoke_access_token]
+        if token_type_hint == "access_token":
+            revokers.reverse()
+        for revoke in revokers:
+            if revoke(token=token, application_id=application_id):
+                return
+
+    @staticmethod
+    def _revoke_refresh_token(*, token: str, application_id: int) -> bool:
+        instance = refresh_token_find(token=token, application_id=application_id)
+        if instance is None:
+            return False
+        # The whole grant ends: every access token issued with or from the family's tokens.
+        refresh_token_revoke(token=instance, by=BY_CLIENT)
+        return True
+
+    @staticmethod
+    def _revoke_access_token(*, token: str, application_id: int) -> bool:
+        instance = access_token_find_for_client(token=token, application_id=application_id)
+        if instance is None:
+            return False
+        token_revoked_audit(token=instance, kind="access", by=BY_CLIENT)
+        # DOT's path: its refresh token goes too, else the client would simply refresh.
+        revoke_access_token(instance)
         return True
 
     def _load_application(self, client_id: str, request: Any) -> Any:
@@ -78,6 +164,14 @@ class TenantOAuth2Validator(OAuth2Validator):
                 },
             )
         return client
+
+    def validate_redirect_uri(
+        self, client_id: str, redirect_uri: str, request: Any, *args: Any, **kwargs: Any
+    ) -> bool:
+        # Exact match, RFC 8252 loopback ports and the operators' patterns (oauth.redirects).
+        from oauth.redirects import redirect_uri_permitted
+
+        return redirect_uri_permitted(application=request.client, redirect_uri=redirect_uri)
 
     @staticmethod
     def _still_member(*, user: Any, tenant_id: int) -> bool:

@@ -1,5 +1,6 @@
 """DOT's token, revocation and registration endpoints, throttled where a stranger could flood them
-and audited: one event per token issued, refreshed or revoked and per client registered.
+and audited: one event per token issued, refreshed or revoked and per client registered
+(revocations are audited where they happen, in ``oauth.services``).
 
 DOT does the OAuth work; these subclasses look at what it answered. Nothing secret (a code, a
 token, a verifier, a client secret) ever reaches the audit trail: tokens are looked up by checksum
@@ -14,17 +15,28 @@ import json
 from typing import Any
 from urllib.parse import unquote
 
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, JsonResponse
 from oauth2_provider import views as oauth2_views
 
 from accounts.throttles import client_address, throttle_check
 from mcp_gateway.audit import audit_record
 from mcp_gateway.models import AuditAction, AuditOutcome, RateLimitScope
-from oauth.models import AccessToken
-from oauth.selectors import access_token_find, application_find, token_find_live, token_is_live
-from oauth.services import token_revoked_audit
+from oauth.redirects import redirect_transport_is_safe
+from oauth.selectors import access_token_find, application_find
 
 REGISTRATION_SOURCE = "dcr"
+UNSAFE_REDIRECT = "Redirect URIs must use https, or plain http to a loopback address only:"
+
+
+def _unsafe_redirect_uris(request: HttpRequest) -> list[str]:
+    try:
+        metadata = json.loads(request.body or b"{}")
+    except ValueError:
+        return []  # DOT answers malformed bodies itself.
+    uris = metadata.get("redirect_uris") if isinstance(metadata, dict) else None
+    if not isinstance(uris, list):
+        return []
+    return [str(uri) for uri in uris if not redirect_transport_is_safe(str(uri))]
 
 
 def _json_body(response: HttpResponse) -> dict[str, Any]:
@@ -78,22 +90,22 @@ class TokenView(oauth2_views.TokenView):
 
 
 class RevokeTokenView(oauth2_views.RevokeTokenView):
-    def post(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
-        presented = str(request.POST.get("token", ""))
-        # Found before DOT deletes it; afterwards only its absence tells us it was revoked.
-        token = token_find_live(token=presented, client_id=_client_id(request)) if presented else None
-        response = super().post(request, *args, **kwargs)
-        # RFC 7009 answers 200 for unknown tokens too; only a token that stopped working is an event.
-        if response.status_code == 200 and token is not None and not token_is_live(token=token):
-            token_revoked_audit(
-                token=token, kind="access" if isinstance(token, AccessToken) else "refresh", by="client"
-            )
-        return response
+    """RFC 7009 revocation. The validator (``TenantOAuth2Validator.revoke_token``) finds the token
+    by checksum, revokes it through ``oauth.services`` and audits every token that stops working;
+    unknown tokens are answered 200 as the RFC says, and leave no trace."""
 
 
 class DynamicClientRegistrationView(oauth2_views.DynamicClientRegistrationView):
     def post(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
         throttle_check(request=request, scope=RateLimitScope.REGISTER, key=client_address())
+        unsafe = _unsafe_redirect_uris(request)
+        if unsafe:
+            # Refused at registration, not only at authorization: the client learns at once, and
+            # no application is stored that could never be used.
+            return JsonResponse(
+                {"error": "invalid_redirect_uri", "error_description": f"{UNSAFE_REDIRECT} {unsafe[0]}"},
+                status=400,
+            )
         response = super().post(request, *args, **kwargs)
         if response.status_code == 201:
             body = _json_body(response)

@@ -8,7 +8,7 @@ from django.conf import settings
 from django.utils import timezone
 from oauth2_provider.models import Application
 
-from accounts.models import Membership, Role, Tenant, User
+from accounts.models import Membership, RememberedConsent, Role, Tenant, User
 from mcp_gateway.models import (
     AuditAction,
     AuditEvent,
@@ -17,7 +17,7 @@ from mcp_gateway.models import (
     RateLimitRule,
     RateLimitScope,
 )
-from oauth.models import AccessToken, Grant, RefreshToken
+from oauth.models import AccessToken, Grant, RedirectUriPattern, RefreshToken
 
 DEFAULT_PASSWORD = "correct-horse-battery-staple"
 
@@ -161,3 +161,22 @@ class RateLimitRuleFactory(factory.django.DjangoModelFactory[RateLimitRule]):
     tenant = None
     limit = 10
     period_seconds = 60
+
+
+class RedirectUriPatternFactory(factory.django.DjangoModelFactory[RedirectUriPattern]):
+    class Meta:
+        model = RedirectUriPattern
+
+    pattern = factory.Sequence(lambda n: f"https://connectors-{n}.example/oauth/*")
+    application = None
+    note = "per-connector callbacks"
+
+
+class RememberedConsentFactory(factory.django.DjangoModelFactory[RememberedConsent]):
+    class Meta:
+        model = RememberedConsent
+
+    user = factory.SubFactory(UserFactory)
+    tenant = factory.SubFactory(TenantFactory)
+    application = factory.SubFactory(ApplicationFactory)
+    scopes = "mcp:read"

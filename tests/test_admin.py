@@ -17,9 +17,9 @@ from django.urls import reverse
 from django.utils import timezone
 from oauth2_provider.models import Application, get_id_token_model
 
-from accounts.models import Membership, Tenant, User
+from accounts.models import Membership, RememberedConsent, Tenant, User
 from mcp_gateway.models import AuditEvent, McpSession, RateLimitRule, TenantToolset
-from oauth.models import AccessToken, Grant, RefreshToken
+from oauth.models import AccessToken, Grant, RedirectUriPattern, RefreshToken
 from tests.admin_support import admin_url
 from tests.factories import (
     AccessTokenFactory,
@@ -29,7 +29,9 @@ from tests.factories import (
     McpSessionFactory,
     MembershipFactory,
     RateLimitRuleFactory,
+    RedirectUriPatternFactory,
     RefreshTokenFactory,
+    RememberedConsentFactory,
     TenantFactory,
     UserFactory,
 )
@@ -61,6 +63,8 @@ MAKERS: dict[type[Model], Callable[[], Model]] = {
     McpSession: lambda: McpSessionFactory.create(),
     AuditEvent: lambda: AuditEventFactory.create(),
     RateLimitRule: lambda: RateLimitRuleFactory.create(tenant=TenantFactory.create()),
+    RedirectUriPattern: lambda: RedirectUriPatternFactory.create(application=ApplicationFactory.create()),
+    RememberedConsent: lambda: RememberedConsentFactory.create(),
 }
 REGISTERED = sorted(admin.site._registry, key=lambda model: model._meta.label)
 

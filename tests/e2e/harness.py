@@ -276,10 +276,12 @@ async def sdk_client(
     storage: MemoryTokenStorage | None = None,
     transport: httpx2.AsyncBaseTransport | None = None,
     browser: Browser | None = None,
+    client_metadata_url: str | None = None,
     **client_options: Any,
 ) -> AsyncIterator[tuple[Client, MemoryTokenStorage]]:
     """The official SDK client with its OAuthClientProvider; the person consents in the browser
-    (``browser``, if the test brings its own, is the test's to close)."""
+    (``browser``, if the test brings its own, is the test's to close). With ``client_metadata_url``
+    the client identifies itself by that client ID metadata document instead of registering."""
     storage = storage or MemoryTokenStorage()
     own_browser = browser is None
     browser = browser or Browser(server.base_url)
@@ -307,6 +309,7 @@ async def sdk_client(
         storage=storage,
         redirect_handler=redirect_handler,
         callback_handler=callback_handler,
+        client_metadata_url=client_metadata_url,
     )
     try:
         async with (

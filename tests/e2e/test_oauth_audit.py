@@ -178,24 +178,6 @@ async def test_a_refresh_is_audited_as_token_refreshed_for_the_same_person_tenan
     assert refreshed.ip == "127.0.0.1"
 
 
-async def test_a_reused_refresh_token_is_audited_as_a_failed_refresh(driver):
-    tokens = await driver.token_for(Person("alice"))
-    first = await _refresh(
-        driver, client_id=tokens["client_id"], refresh_token=tokens["refresh_token"], request_id=_request_id()
-    )
-    assert first.status_code == 200
-    request_id = _request_id()
-    reused = await _refresh(
-        driver, client_id=tokens["client_id"], refresh_token=tokens["refresh_token"], request_id=request_id
-    )
-    assert reused.status_code == 400
-
-    failed = await _only_event(request_id)
-    assert (failed.action, failed.outcome) == (AuditAction.TOKEN_REFRESHED, AuditOutcome.ERROR)
-    assert failed.detail == {"grant_type": "refresh_token", "error": "invalid_grant"}
-    assert failed.client_id == tokens["client_id"]
-
-
 async def test_a_code_with_the_wrong_verifier_is_audited_as_a_failed_issue_without_any_secret(driver):
     client_id, code, verifier = await driver.code_for(Person("alice"))
     wrong, _ = pkce_pair()

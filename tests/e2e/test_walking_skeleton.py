@@ -7,6 +7,7 @@ import pytest
 from oauth2_provider.models import Application
 
 from oauth.models import AccessToken, RefreshToken
+from oauth.token_storage import token_checksum
 from tests.e2e.harness import Person, sdk_client
 
 pytestmark = pytest.mark.django_db
@@ -34,7 +35,9 @@ async def test_the_sdk_client_signs_in_consents_and_calls_whoami(server):
     assert storage.tokens is not None
     application = await Application.objects.aget(client_id=storage.client_info.client_id)
     assert application.client_type == Application.CLIENT_PUBLIC
-    token = await AccessToken.objects.select_related("tenant").aget(token=storage.tokens.access_token)
+    token = await AccessToken.objects.select_related("tenant").aget(
+        token_checksum=token_checksum(storage.tokens.access_token)
+    )
     assert token.tenant.slug == "acme"
     assert token.resource == [server.mcp_url]
 
@@ -59,7 +62,10 @@ async def test_the_client_refreshes_an_expired_token_and_carries_on(short_token_
     assert storage.tokens is not None
     assert storage.tokens.access_token != first_tokens.access_token
     assert storage.tokens.refresh_token != first_tokens.refresh_token
-    old_refresh = await RefreshToken.objects.aget(token=first_tokens.refresh_token)
+    assert first_tokens.refresh_token is not None
+    old_refresh = await RefreshToken.objects.aget(token_checksum=token_checksum(first_tokens.refresh_token))
     assert old_refresh.revoked is not None, "refresh tokens rotate on use"
-    new_token = await AccessToken.objects.select_related("tenant").aget(token=storage.tokens.access_token)
+    new_token = await AccessToken.objects.select_related("tenant").aget(
+        token_checksum=token_checksum(storage.tokens.access_token)
+    )
     assert new_token.tenant.slug == "acme", "the tenant travels with the refreshed token"

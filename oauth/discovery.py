@@ -1,0 +1,60 @@
+"""Where clients look for discovery documents, and a clean answer everywhere else under
+``/.well-known/``.
+
+DOT's views build the documents (RFC 8414 authorization server metadata, RFC 9728 protected
+resource metadata). They are served at the domain root and, for the one resource we have, at its
+path-suffixed form (``…/oauth-protected-resource/mcp``, which RFC 9728 names; and
+``…/oauth-authorization-server/mcp``, which clients that take the MCP URL for the issuer probe).
+Gatehouse is not an OpenID provider, so ``/.well-known/openid-configuration`` in each of its forms,
+and any other well-known path, answers a JSON 404: never the login page or an HTML error page.
+"""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.http import HttpRequest, JsonResponse
+from django.urls import URLPattern, path, re_path
+from django.views.decorators.csrf import csrf_exempt
+from oauth2_provider import views as oauth2_views
+
+DISCOVERY_NOT_FOUND = "No discovery document here; see /.well-known/oauth-authorization-server."
+
+
+# Exempt so that a probe with any method gets this answer rather than a CSRF refusal page.
+@csrf_exempt
+def discovery_not_found(request: HttpRequest, *args: object, **kwargs: object) -> JsonResponse:
+    response = JsonResponse({"error": "not_found", "error_description": DISCOVERY_NOT_FOUND}, status=404)
+    # Browser-based clients probe cross-origin, as DOT's documents allow.
+    response["Access-Control-Allow-Origin"] = "*"
+    return response
+
+
+_resource_path = settings.MCP_PATH.strip("/")
+
+# Inside DOT's URL namespace (config.urls), in place of its metadata_urlpatterns, whose
+# path-suffixed forms answer for any suffix at all.
+discovery_urlpatterns: list[URLPattern] = [
+    path(
+        ".well-known/oauth-authorization-server",
+        oauth2_views.OAuthServerMetadataView.as_view(),
+        name="oauth-server-metadata",
+    ),
+    path(
+        f".well-known/oauth-authorization-server/{_resource_path}",
+        oauth2_views.OAuthServerMetadataView.as_view(),
+        name="oauth-server-metadata-issuer",
+    ),
+    path(
+        ".well-known/oauth-protected-resource",
+        oauth2_views.OAuthProtectedResourceMetadataView.as_view(),
+        name="oauth-resource-metadata",
+    ),
+    path(
+        f".well-known/oauth-protected-resource/{_resource_path}",
+        oauth2_views.OAuthProtectedResourceMetadataView.as_view(),
+        name="oauth-resource-metadata-path",
+    ),
+    re_path(r"^\.well-known/", discovery_not_found, name="discovery-not-found"),
+    # OpenID Connect Discovery's path-appended form, for an issuer with a path.
+    re_path(r"^.+/\.well-known/", discovery_not_found),
+]

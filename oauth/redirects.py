@@ -1,0 +1,169 @@
+"""Which redirect URIs a client may send people back to.
+
+Three rules, checked in this order at every authorization request (``validate_redirect_uri``):
+
+1. **Transport**: ``https``, or plain ``http`` only to a loopback host (OAuth 2.1: a code sent over
+   plain HTTP to another machine can be read on the way).
+2. **Exact match** with one of the client's registered URIs, character for character (OAuth 2.1 /
+   RFC 9700 simple string comparison: no case folding, no trailing-slash or query leniency), except
+   that a loopback redirect (``http://127.0.0.1``, ``http://[::1]``, and ``http://localhost`` while
+   DOT's ``ALLOW_LOCALHOST_LOOPBACK`` is on) matches on any port (RFC 8252 §7.3). DOT's own check
+   runs too; it refuses fragments and userinfo and compares the parsed parts.
+3. **Operator patterns** (``RedirectUriPattern``) for registered clients (manual and dynamic
+   registration), never for a client ID metadata document, whose redirect URIs are the document's
+   own. A pattern is a URI whose path segments may be ``*``, matching exactly one segment made of
+   URL-safe characters: ``https://chatgpt.com/connector/oauth/*`` admits each connector's callback
+   and nothing below or beside it. There are no regular expressions and no host wildcards.
+"""
+
+from __future__ import annotations
+
+import re
+from urllib.parse import urlsplit
+
+from django.core.exceptions import ValidationError
+from django.db.models import Q
+from oauth2_provider.models import Application, check_redirect_to_uri_allowed
+from oauth2_provider.settings import oauth2_settings
+
+WILDCARD = "*"
+# One path segment of a redirect that a pattern's "*" admits: unreserved characters only, so a
+# wildcard can never smuggle a "/", a "%2F", a ";param", a "?" or a "#".
+_SEGMENT = re.compile(r"[A-Za-z0-9._~-]+")
+_LOOPBACK_IPS = frozenset({"127.0.0.1", "::1"})
+
+PATTERN_SCHEME = "A redirect pattern must start with https:// (or http:// on a loopback host)."
+PATTERN_HOST = "A redirect pattern needs a host in lower case, with no wildcard, user or password."
+PATTERN_PATH = "A redirect pattern needs a path; '*' may only stand for a whole path segment."
+PATTERN_EXTRA = "A redirect pattern may not have a query or a fragment."
+
+
+def _is_loopback_host(host: str | None) -> bool:
+    """A host whose redirects stay on the person's own machine (RFC 8252 §7.3 and §8.3)."""
+    return host in _LOOPBACK_IPS or host == "localhost"
+
+
+def _loopback_any_port(host: str | None) -> bool:
+    # `localhost` is not a loopback IP literal (RFC 8252 §8.3 advises against it), but MCP clients
+    # such as Claude Code and the SDK's examples register http://localhost:<port>/callback; DOT's
+    # ALLOW_LOCALHOST_LOOPBACK decides, as it does in DOT's own check.
+    return host in _LOOPBACK_IPS or (host == "localhost" and oauth2_settings.ALLOW_LOCALHOST_LOOPBACK)
+
+
+def redirect_transport_is_safe(uri: str) -> bool:
+    """https, or plain http to this machine only."""
+    try:
+        parts = urlsplit(uri)
+    except ValueError:
+        return False
+    if parts.scheme == "https":
+        return bool(parts.hostname)
+    return parts.scheme == "http" and _is_loopback_host(parts.hostname)
+
+
+def _without_loopback_port(uri: str) -> str:
+    """The URI as written, with the port of a loopback authority taken out (RFC 8252 §7.3)."""
+    parts = urlsplit(uri)
+    if parts.scheme != "http" or not _loopback_any_port(parts.hostname):
+        return uri
+    start = uri.find("//") + 2
+    netloc = parts.netloc
+    # "[::1]:8080" -> "[::1]"; "127.0.0.1:" (an empty port) -> "127.0.0.1".
+    if parts.port is not None or netloc.endswith(":"):
+        netloc = netloc[: netloc.rfind(":")]
+    return uri[:start] + netloc + uri[start + len(parts.netloc) :]
+
+
+def _exactly_registered(uri: str, registered: list[str]) -> bool:
+    # DOT's check parses and compares each part (and refuses fragments and userinfo); ours then
+    # insists on the very same characters, which DOT's parsing would forgive in scheme and host case.
+    allowed, _reasons = check_redirect_to_uri_allowed(uri, registered)
+    if not allowed:
+        return False
+    bare = _without_loopback_port(uri)
+    return any(_without_loopback_port(candidate) == bare for candidate in registered)
+
+
+def redirect_pattern_matches(*, pattern: str, uri: str) -> bool:
+    if "#" in uri or "?" in uri:
+        return False
+    wanted, given = urlsplit(pattern), urlsplit(uri)
+    if (wanted.scheme, wanted.netloc) != (given.scheme, given.netloc):
+        return False
+    # Compared on the raw string too, so "HTTPS://Host" spelled differently never matches.
+    if not uri.startswith(f"{wanted.scheme}://{wanted.netloc}/"):
+        return False
+    wanted_segments, given_segments = wanted.path.split("/"), given.path.split("/")
+    if len(wanted_segments) != len(given_segments):
+        return False
+    for expected, actual in zip(wanted_segments, given_segments, strict=True):
+        if expected == WILDCARD:
+            if not _SEGMENT.fullmatch(actual) or actual in {".", ".."}:
+                return False
+        elif expected != actual:
+            return False
+    return True
+
+
+def redirect_pattern_validate(value: str) -> None:
+    """Field validator for ``RedirectUriPattern.pattern``: refuse anything that is not a plain URI
+    with whole-segment wildcards on an https (or loopback http) origin."""
+    parts = urlsplit(value)
+    host = parts.hostname
+    if parts.scheme not in {"https", "http"} or (parts.scheme == "http" and not _is_loopback_host(host)):
+        raise ValidationError(PATTERN_SCHEME)
+    if not host or WILDCARD in parts.netloc or "@" in parts.netloc or parts.netloc != parts.netloc.lower():
+        raise ValidationError(PATTERN_HOST)
+    try:
+        _ = parts.port
+    except ValueError as exc:
+        raise ValidationError(PATTERN_HOST) from exc
+    if "?" in value or "#" in value:
+        raise ValidationError(PATTERN_EXTRA)
+    segments = parts.path.split("/")
+    if not parts.path.startswith("/") or any(
+        WILDCARD in segment and segment != WILDCARD for segment in segments
+    ):
+        raise ValidationError(PATTERN_PATH)
+    if any(segment in {".", ".."} for segment in segments):
+        raise ValidationError(PATTERN_PATH)
+
+
+def _origin(uri: str) -> tuple[str, str]:
+    parts = urlsplit(uri)
+    return parts.scheme, parts.netloc
+
+
+def redirect_patterns_for(*, application: Application) -> list[str]:
+    """The operator patterns that may apply to this client: its own, and the global ones."""
+    # Imported here: the model imports this module for its field validator.
+    from oauth.models import RedirectUriPattern
+
+    rows = RedirectUriPattern.objects.filter(Q(application__isnull=True) | Q(application=application))
+    registered_origins = {_origin(uri) for uri in application.redirect_uris.split()}
+    # A global pattern widens the paths a client may use on an origin it registered itself; it
+    # never lends a client an origin it did not register. A pattern tied to the client is the
+    # operator's explicit word and needs no such anchor.
+    return [
+        row.pattern
+        for row in rows
+        if row.application_id is not None or _origin(row.pattern) in registered_origins
+    ]
+
+
+def redirect_uri_permitted(*, application: Application, redirect_uri: str) -> bool:
+    """May this client's authorization response be sent to ``redirect_uri``?"""
+    try:
+        if not redirect_transport_is_safe(redirect_uri):
+            return False
+        if _exactly_registered(redirect_uri, application.redirect_uris.split()):
+            return True
+    except ValueError:
+        # urlsplit refuses malformed authorities (a port that is not a number, a broken IPv6 literal).
+        return False
+    if application.registration_source == Application.RegistrationSource.CIMD:
+        return False
+    return any(
+        redirect_pattern_matches(pattern=pattern, uri=redirect_uri)
+        for pattern in redirect_patterns_for(application=application)
+    )
