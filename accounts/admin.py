@@ -7,7 +7,7 @@ from django.contrib import admin
 from django.contrib.auth.admin import UserAdmin as BaseUserAdmin
 from django.http import HttpRequest
 
-from accounts.models import Membership, Tenant, User
+from accounts.models import Membership, RememberedConsent, Tenant, User
 from mcp_gateway.models import TenantToolset
 from mcp_gateway.registry import default_registry
 
@@ -58,3 +58,21 @@ class MembershipAdmin(admin.ModelAdmin):
     list_select_related = ["user", "tenant"]
     search_fields = ["user__username", "user__email", "tenant__slug", "tenant__name"]
     autocomplete_fields = ["user", "tenant"]
+
+
+@admin.register(RememberedConsent)
+class RememberedConsentAdmin(admin.ModelAdmin):
+    """What people allowed once and are not asked again; deleting a row makes the next
+    authorization show the consent page again (it revokes nothing)."""
+
+    list_display = ["user", "application", "tenant", "scopes", "updated"]
+    list_filter = ["tenant"]
+    search_fields = ["user__username", "application__name", "application__client_id"]
+    list_select_related = ["user", "application", "tenant"]
+    readonly_fields = ["user", "application", "tenant", "scopes", "created", "updated"]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
@@ -9,9 +10,16 @@ from django.conf import settings
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from oauth2_provider.exceptions import OAuthToolkitError
+from oauth2_provider.models import Application
 from oauth2_provider.views import AuthorizationView
-from oauthlib.oauth2.rfc6749.errors import AccessDeniedError, CustomOAuth2Error, InvalidRequestError
+from oauthlib.oauth2.rfc6749.errors import (
+    AccessDeniedError,
+    ConsentRequired,
+    CustomOAuth2Error,
+    InvalidRequestError,
+)
 
+from accounts.consent import ConsentMemory, consent_decide, consent_list_for_client, consent_remember
 from accounts.forms import ConsentForm
 from accounts.models import Membership, User
 from accounts.scopes import scope_definitions, scopes_for_role, scopes_granted
@@ -31,6 +39,16 @@ REQUEST_ALTERED = (
 )
 ROLE_GRANTS_NOTHING = "Your role in this tenant grants none of the permissions the application asked for."
 RESOURCE_NOT_SERVED = "This server issues tokens only for its MCP endpoint"
+CONSENT_REQUIRED = "The person has not allowed this request yet; ask again without prompt=none."
+LOOPBACK_WARNING = (
+    "This application runs on your own computer: every address it can send you back to is on this "
+    "machine. Allow it only if you started it yourself just now."
+)
+REGISTRATION_SOURCES = {
+    Application.RegistrationSource.DCR: "It registered itself with this server (dynamic registration).",
+    Application.RegistrationSource.CIMD: "It is described by a metadata document at its client ID.",
+    Application.RegistrationSource.MANUAL: "It was registered by an operator of this server.",
+}
 
 
 class ConsentView(AuthorizationView):
@@ -39,6 +57,7 @@ class ConsentView(AuthorizationView):
 
     def dispatch(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
         self.chosen_membership: Membership | None = None
+        self.remembered = False
         # Before the login check, so that signed-out visits count too.
         throttle_check(
             request=request,
@@ -87,9 +106,20 @@ class ConsentView(AuthorizationView):
         definitions = scope_definitions()
         requested = [str(scope) for scope in context.get("scopes", [])]
         memberships = list(membership_list_for_user(user=self.request.user))
+        application = context.get("application")
+        memory = consent_decide(
+            requested=requested,
+            memberships=memberships,
+            remembered=consent_list_for_client(user=self.request.user, application=application)
+            if application is not None
+            else [],
+        )
+        context["memory"] = memory
+        preselect = memory.preselect_tenant_id or (memberships[0].tenant_id if memberships else None)
         context["memberships"] = [
             {
                 "membership": membership,
+                "preselected": membership.tenant_id == preselect,
                 "granted": [
                     definitions[s] for s in scopes_granted(requested=requested, role=membership.role)
                 ],
@@ -103,8 +133,42 @@ class ConsentView(AuthorizationView):
         ]
         context["requested_scopes"] = [definitions[s] for s in requested if s in definitions]
         redirect_uri = context.get("redirect_uri") or ""
-        context["redirect_host"] = urlsplit(redirect_uri).netloc
+        context["redirect_host"] = _host(redirect_uri)
+        if application is not None:
+            context["loopback_warning"] = LOOPBACK_WARNING if _loopback_only(application) else ""
+            context["registration"] = REGISTRATION_SOURCES.get(application.registration_source, "")
         return context
+
+    def render_to_response(self, context: dict[str, Any], **response_kwargs: Any) -> HttpResponse:
+        # DOT's get() ends here when it would show the page (its own skip paths stay off:
+        # REQUEST_APPROVAL_PROMPT is "force"), so this is where a remembered consent answers instead.
+        # Error pages come through here too, without a memory.
+        memory: ConsentMemory | None = context.get("memory")
+        if memory is None or self.request.method != "GET":
+            return super().render_to_response(context, **response_kwargs)
+        prompt = set(self.request.GET.get("prompt", "").split())
+        if memory.apply is not None and "consent" not in prompt:
+            return self.consent_replay(membership=memory.apply, context=context)
+        if "none" in prompt:
+            error = ConsentRequired(description=CONSENT_REQUIRED, state=context.get("state"))
+            return self.error_response(
+                OAuthToolkitError(error=error, redirect_uri=context.get("redirect_uri")),
+                application=context.get("application"),
+            )
+        return super().render_to_response(context, **response_kwargs)
+
+    def consent_replay(self, *, membership: Membership, context: dict[str, Any]) -> HttpResponse:
+        """Submit the page's own form, filled as the person filled it last time: the very path a
+        click on Allow takes (tenant check, role filter, DOT's code, audit), nothing of its own."""
+        data = {name: value for name, value in self.get_initial().items() if value}
+        data.update(tenant=membership.tenant.slug, allow="on")
+        assert isinstance(self.request.user, User)
+        form = ConsentForm(data=data, user=self.request.user)
+        if not form.is_valid():
+            # The tenant went inactive between the two reads: let the person choose.
+            return super().render_to_response(context)
+        self.remembered = True
+        return self.form_valid(form)
 
     def form_invalid(self, form: ConsentForm) -> HttpResponse:
         # The hidden fields only change if someone edits the form, so a plain refusal page (never a
@@ -166,7 +230,20 @@ class ConsentView(AuthorizationView):
         # oauthlib answers some late errors with a redirect carrying ``error``; only a code is consent.
         if "code" in parse_qs(urlsplit(uri or "").query):
             self.audit_decision(credentials, action=AuditAction.CONSENT_GRANTED, scopes=scopes.split())
+            self.consent_keep(credentials, scopes=scopes.split())
         return uri, headers, body, status
+
+    def consent_keep(self, credentials: dict[str, Any], *, scopes: list[str]) -> None:
+        """Remember the yes that just produced a code, so the same request skips the page next time."""
+        membership = self.chosen_membership
+        application = application_find(client_id=credentials.get("client_id"))
+        # A code exists only after form_valid chose a membership for a signed-in person.
+        assert membership is not None
+        assert application is not None
+        assert isinstance(self.request.user, User)
+        consent_remember(
+            user=self.request.user, application=application, tenant=membership.tenant, scopes=scopes
+        )
 
     def audit_decision(
         self, credentials: dict[str, Any], *, action: AuditAction, scopes: list[str], reason: str = ""
@@ -175,6 +252,8 @@ class ConsentView(AuthorizationView):
         detail: dict[str, Any] = {"scopes": scopes}
         if reason:
             detail["reason"] = reason
+        if self.remembered:
+            detail["remembered"] = True
         audit_record(
             action=action,
             outcome=AuditOutcome.OK if action == AuditAction.CONSENT_GRANTED else AuditOutcome.DENIED,
@@ -183,3 +262,27 @@ class ConsentView(AuthorizationView):
             application=application_find(client_id=credentials.get("client_id")),
             detail=detail,
         )
+
+
+def _host(uri: str) -> str:
+    parts = urlsplit(uri)
+    host = parts.hostname or ""
+    if ":" in host:
+        host = f"[{host}]"
+    # Without userinfo: "trusted.example@evil.example" must read as evil.example.
+    return f"{host}:{parts.port}" if parts.port else host
+
+
+def _is_loopback(uri: str) -> bool:
+    host = urlsplit(uri).hostname or ""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _loopback_only(application: Application) -> bool:
+    uris = application.redirect_uris.split()
+    return bool(uris) and all(_is_loopback(uri) for uri in uris)

@@ -4,18 +4,18 @@ from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
 from oauth2_provider import views as oauth2_views
-from oauth2_provider.urls import metadata_urlpatterns
 
 from accounts.login import AdminLoginView, LoginView
 from accounts.views import ConsentView
 from config.health import health
 from mcp_gateway.metrics import metrics_view
 from oauth import views as oauth_views
+from oauth.discovery import discovery_urlpatterns
 
 # One list under DOT's namespace, so its metadata views can reverse every endpoint. Discovery
 # documents live at the domain root (RFC 8414 / RFC 9728); the endpoints live under /oauth/.
 oauth2_urlpatterns = [
-    *metadata_urlpatterns,
+    *discovery_urlpatterns,
     path("oauth/authorize/", ConsentView.as_view(), name="authorize"),
     path("oauth/token/", oauth_views.TokenView.as_view(), name="token"),
     path("oauth/revoke/", oauth_views.RevokeTokenView.as_view(), name="revoke-token"),
@@ -31,6 +31,7 @@ urlpatterns = [
     path("", include((oauth2_urlpatterns, "oauth2_provider"))),
     path("accounts/login/", LoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("accounts/", include("accounts.urls")),
     # Ahead of the admin's own URLs, so the admin's sign-in is throttled and audited like any other.
     path("admin/login/", AdminLoginView.as_view()),
     path("admin/", admin.site.urls),

@@ -11,6 +11,7 @@ class TerminationReason(models.TextChoices):
     CLIENT = "client", "Ended by the client (DELETE)"
     EXPIRED = "expired", "Idle for longer than the session lifetime"
     OPERATOR = "operator", "Ended by an operator"
+    OWNER = "owner", "Ended by its owner (sessions or connected applications page)"
 
 
 class McpSession(models.Model):

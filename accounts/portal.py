@@ -1,0 +1,93 @@
+"""A signed-in person's own pages: the applications connected to their account, and their live
+MCP sessions, each with a button that ends it. Every row is looked up as the person's own, so
+another person's client or session answers 404 (``accounts.connected``)."""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.cache import never_cache
+from django.views.decorators.http import require_GET, require_POST
+
+from accounts.connected import (
+    connection_get,
+    connection_list_for_user,
+    connection_revoke,
+    session_end_for_user,
+    session_list_for_user,
+)
+from accounts.models import User
+from accounts.scopes import scope_definitions
+
+DISCONNECTED = "{application} was disconnected from {tenant}; it will have to ask you again."
+SESSION_ENDED = "The session of {application} in {tenant} was ended."
+
+
+def _person(request: HttpRequest) -> User:
+    # login_required has run, so this is a signed-in person, never AnonymousUser.
+    assert isinstance(request.user, User)
+    return request.user
+
+
+@never_cache
+@login_required
+@require_GET
+def connected_list(request: HttpRequest) -> HttpResponse:
+    definitions = scope_definitions()
+    rows = [
+        {
+            "connection": connection,
+            # A scope no longer in the table still shows, by name: the person should see it all.
+            "scopes": [
+                definitions[name].description if name in definitions else name
+                for name in sorted(connection.scopes)
+            ],
+        }
+        for connection in connection_list_for_user(user=_person(request))
+    ]
+    return render(request, "accounts/connected.html", {"rows": rows})
+
+
+@never_cache
+@login_required
+@require_POST
+def connected_disconnect(request: HttpRequest) -> HttpResponse:
+    person = _person(request)
+    connection = connection_get(
+        user=person,
+        client_id=str(request.POST.get("client_id", "")),
+        tenant_slug=str(request.POST.get("tenant", "")),
+    )
+    connection_revoke(user=person, application=connection.application, tenant=connection.tenant)
+    messages.success(
+        request,
+        DISCONNECTED.format(
+            application=connection.application.name or connection.application.client_id,
+            tenant=connection.tenant.name,
+        ),
+    )
+    return redirect("accounts:connected")
+
+
+@never_cache
+@login_required
+@require_GET
+def session_list(request: HttpRequest) -> HttpResponse:
+    sessions = session_list_for_user(user=_person(request))
+    return render(request, "accounts/sessions.html", {"sessions": sessions})
+
+
+@never_cache
+@login_required
+@require_POST
+def session_end(request: HttpRequest) -> HttpResponse:
+    session = session_end_for_user(user=_person(request), session_id=str(request.POST.get("session", "")))
+    messages.success(
+        request,
+        SESSION_ENDED.format(
+            application=session.application.name or session.client_name, tenant=session.tenant.name
+        ),
+    )
+    return redirect("accounts:sessions")
