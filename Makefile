@@ -5,8 +5,9 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PORT ?= 8000
 TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/gatehouse
+CHROMIUM_PATH ?= /usr/bin/chromium
 
-.PHONY: install run test lint typecheck pytest clean
+.PHONY: install browsers run test lint typecheck pytest clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -43,11 +44,23 @@ lint: install
 typecheck: install
 	SECRET_KEY=typecheck-only $(VENV)/bin/mypy .
 
-pytest: install
-	SECRET_KEY=test-only-secret DATABASE_URL=$${DATABASE_URL:-$(TEST_DATABASE_URL)} \
+# The browser tests (tests/e2e/browser) drive Debian's chromium through Playwright; Playwright's own
+# browser download is never used. Installed here when missing (root, or sudo), else a loud failure.
+browsers:
+	@if [ ! -x "$(CHROMIUM_PATH)" ]; then \
+	  echo "Installing Debian's chromium for the browser tests (apt-get)"; \
+	  if [ "$$(id -u)" = 0 ]; then sudo=; else sudo=sudo; fi; \
+	  $$sudo env DEBIAN_FRONTEND=noninteractive apt-get update -qq && \
+	  $$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+	    chromium fonts-dejavu-core >/dev/null; \
+	fi || true
+	@test -x "$(CHROMIUM_PATH)" || { echo "Chromium is missing at $(CHROMIUM_PATH); install Debian's chromium or set CHROMIUM_PATH." >&2; exit 1; }
+
+pytest: install browsers
+	SECRET_KEY=test-only-secret DATABASE_URL=$${DATABASE_URL:-$(TEST_DATABASE_URL)} CHROMIUM_PATH=$(CHROMIUM_PATH) \
 	$(VENV)/bin/pytest $(PYTEST_ARGS)
 
 test: lint typecheck pytest
 
 clean:
-	rm -rf $(VENV) .local .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .local .pytest_cache .mypy_cache .ruff_cache .ci/artifacts
