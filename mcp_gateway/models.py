@@ -89,6 +89,7 @@ class AuditAction(models.TextChoices):
     CONSENT_GRANTED = "consent.granted", "Consent granted"
     CONSENT_DENIED = "consent.denied", "Consent denied"
     CLIENT_REGISTERED = "client.registered", "OAuth client registered"
+    CLIENT_DELETED = "client.deleted", "OAuth client deleted"
     TOKEN_ISSUED = "token.issued", "Token issued"
     TOKEN_REFRESHED = "token.refreshed", "Token refreshed"
     TOKEN_REVOKED = "token.revoked", "Token revoked"

@@ -19,6 +19,7 @@ from oauth2_provider.models import Application, get_application_model
 from oauth.models import AccessToken, Grant, RedirectUriPattern, RefreshToken
 from oauth.services import BY_OPERATOR, RevokedCounts, access_token_revoke, refresh_token_revoke
 
+TOKEN_HASHED = "stored hashed"
 SECRET_HASHED = "Stored hashed; it cannot be shown. Register a new client to issue a new secret."
 SECRET_NONE = "None (public client)."
 SECRET_HIDDEN = "Stored, and never shown here."
@@ -65,6 +66,12 @@ class _TokenAdmin(admin.ModelAdmin):
 
     def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
+
+    @admin.display(description="Token")
+    def masked_token(self, obj: Any) -> str:
+        # Tokens are stored as checksums only (oauth.token_storage); older rows may still hold a
+        # value, which DOT's mask shows by its last characters at most.
+        return dot_admin.mask_credential(obj.token) if obj is not None and obj.token else TOKEN_HASHED
 
     def has_revoke_permission(self, request: HttpRequest) -> bool:
         opts = self.opts

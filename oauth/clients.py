@@ -20,6 +20,7 @@ from django.utils import timezone
 from oauth2_provider.models import Application
 from oauth2_provider.settings import oauth2_settings
 
+from mcp_gateway.audit import audit_record
 from mcp_gateway.models import AuditAction, AuditEvent, AuditOutcome
 from oauth.models import AccessToken, Grant, RefreshToken
 
@@ -73,6 +74,17 @@ def unused_clients_purge(*, days: int, dry_run: bool = False) -> list[PurgedClie
     ]
     if dry_run:
         return purged
+    for client in purged:
+        # Written before the delete, which empties the row's link; the client id stays as text.
+        audit_record(
+            action=AuditAction.CLIENT_DELETED,
+            target=client.name,
+            detail={
+                "client_id": client.client_id,
+                "registration_source": client.registration_source,
+                "reason": f"never used within {days} days",
+            },
+        )
     Application.objects.filter(client_id__in=[client.client_id for client in purged]).delete()
     for client in purged:
         logger.info(

@@ -11,7 +11,7 @@ from django.utils import timezone
 from oauth2_provider.models import Application
 from oauth2_provider.settings import oauth2_settings
 
-from mcp_gateway.models import AuditAction
+from mcp_gateway.models import AuditAction, AuditEvent
 from oauth.management.commands.purge_unused_clients import DAYS_TOO_FEW
 from tests.factories import (
     AccessTokenFactory,
@@ -56,6 +56,11 @@ def test_an_old_registration_that_never_got_a_token_is_deleted(capsys):
     assert dcr.client_id in out
     assert "https://c.example/doc.json" in out
     assert "Deleted 2 unused client(s) registered more than 30 day(s) ago." in out
+    deleted = AuditEvent.objects.filter(action=AuditAction.CLIENT_DELETED)
+    assert sorted(event.detail["client_id"] for event in deleted) == sorted(
+        [dcr.client_id, "https://c.example/doc.json"]
+    )
+    assert {event.target for event in deleted} == {"never used", "document never used"}
 
 
 def test_used_young_and_manual_clients_stay():
