@@ -3,14 +3,11 @@ document acceptable, how long it is trusted, and where the server refuses to fet
 
 from __future__ import annotations
 
-import base64
-import hashlib
 import os
 import secrets
 import subprocess
 import sys
 from datetime import timedelta
-from urllib.parse import urlencode
 
 import pytest
 from django.conf import settings as django_settings
@@ -22,6 +19,7 @@ from oauth2_provider.models import Application
 from oauth.cimd import NON_PUBLIC_ADDRESS, metadata_host_resolve
 from tests.cimd_document_server import Answer, client_document, document_server
 from tests.factories import RedirectUriPatternFactory
+from tests.oauth_support import authorize
 
 pytestmark = pytest.mark.django_db
 
@@ -51,19 +49,7 @@ def signed_in(owner) -> Client:
 
 
 def _authorize(browser: Client, *, client_id: str, redirect_uri: str = REDIRECT_URI):
-    challenge = base64.urlsafe_b64encode(hashlib.sha256(b"v" * 64).digest()).rstrip(b"=").decode()
-    query = urlencode(
-        {
-            "response_type": "code",
-            "client_id": client_id,
-            "redirect_uri": redirect_uri,
-            "scope": "mcp:read",
-            "code_challenge": challenge,
-            "code_challenge_method": "S256",
-            "state": "s",
-        }
-    )
-    return browser.get(f"/oauth/authorize/?{query}")
+    return authorize(browser, client_id=client_id, redirect_uri=redirect_uri)
 
 
 def _publish(documents, path: str, **options) -> str:

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import base64
-import hashlib
-
 import pytest
 from django.test import Client
 
 from mcp_gateway.models import AuditAction, AuditEvent
+from tests.oauth_support import authorize
 
 CLIENT_ID = "https://client.example/oauth/metadata.json"
 REDIRECT_URI = "https://client.example/callback"
@@ -39,21 +37,12 @@ def cimd_fetcher(settings):
     }
 
 
-def _authorize_url() -> str:
-    challenge = base64.urlsafe_b64encode(hashlib.sha256(b"v" * 64).digest()).rstrip(b"=").decode()
-    return (
-        "/oauth/authorize/?response_type=code"
-        f"&client_id={CLIENT_ID}&redirect_uri={REDIRECT_URI}&scope=mcp:read"
-        f"&code_challenge={challenge}&code_challenge_method=S256&state=s"
-    )
-
-
 def test_the_first_use_of_a_metadata_document_is_audited_as_a_registration_once(cimd_fetcher, owner):
     browser = Client()
     browser.force_login(owner.user)
 
-    first = browser.get(_authorize_url())
-    second = browser.get(_authorize_url())
+    first = authorize(browser, client_id=CLIENT_ID, redirect_uri=REDIRECT_URI)
+    second = authorize(browser, client_id=CLIENT_ID, redirect_uri=REDIRECT_URI)
 
     assert first.status_code == second.status_code == 200
     [event] = AuditEvent.objects.filter(action=AuditAction.CLIENT_REGISTERED)

@@ -3,10 +3,6 @@ near miss an attacker might try is refused without a redirect."""
 
 from __future__ import annotations
 
-import base64
-import hashlib
-from urllib.parse import urlencode
-
 import pytest
 from django.core.exceptions import ValidationError
 from django.test import Client
@@ -22,6 +18,7 @@ from oauth.redirects import (
     redirect_uri_permitted,
 )
 from tests.factories import ApplicationFactory, RedirectUriPatternFactory
+from tests.oauth_support import authorize
 
 pytestmark = pytest.mark.django_db
 
@@ -34,19 +31,7 @@ CONNECTOR_PATTERN = "https://connectors.example/connector/oauth/*"
 
 
 def _authorize(browser: Client, *, client_id: str, redirect_uri: str):
-    challenge = base64.urlsafe_b64encode(hashlib.sha256(b"v" * 64).digest()).rstrip(b"=").decode()
-    query = urlencode(
-        {
-            "response_type": "code",
-            "client_id": client_id,
-            "redirect_uri": redirect_uri,
-            "scope": "mcp:read",
-            "code_challenge": challenge,
-            "code_challenge_method": "S256",
-            "state": "s",
-        }
-    )
-    return browser.get(f"/oauth/authorize/?{query}")
+    return authorize(browser, client_id=client_id, redirect_uri=redirect_uri)
 
 
 @pytest.fixture

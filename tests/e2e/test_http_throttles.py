@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
-from pathlib import Path
 
 import httpx
 import pytest
@@ -18,6 +17,7 @@ import pytest
 from accounts.login import LOGIN_THROTTLED
 from mcp_gateway.errors import RATE_LIMITED
 from mcp_gateway.models import AuditAction, AuditEvent, AuditOutcome, RateLimitRule, RateLimitScope
+from tests.e2e.conftest import _serve
 from tests.e2e.harness import DaphneServer, parse_form
 from tests.e2e.oauth_driver import OAuthDriver, pkce_pair
 from tests.factories import DEFAULT_PASSWORD, UserFactory
@@ -30,15 +30,7 @@ PERIOD_SECONDS = 60
 
 @pytest.fixture(scope="module")
 def proxied_server(demo, database_url, tmp_path_factory) -> Iterator[DaphneServer]:
-    log_path = Path(tmp_path_factory.mktemp("daphne")) / "proxied.log"
-    server = DaphneServer(
-        database_url=database_url, log_path=log_path, extra_env={"TRUSTED_PROXY_COUNT": "1"}
-    )
-    server.start()
-    try:
-        yield server
-    finally:
-        server.stop()
+    yield from _serve(tmp_path_factory, database_url, "proxied", TRUSTED_PROXY_COUNT="1")
 
 
 @pytest.fixture

@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import secrets
 from collections.abc import AsyncIterator, Iterator
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -20,6 +19,7 @@ from mcp_gateway.models import AuditAction, AuditEvent, AuditOutcome
 from oauth.models import AccessToken, RefreshToken
 from oauth.services import BY_CLIENT, BY_REUSE_DETECTION
 from oauth.token_storage import token_checksum
+from tests.e2e.conftest import _serve
 from tests.e2e.harness import DaphneServer, Person
 from tests.e2e.oauth_driver import OAuthDriver
 from tests.e2e.raw_mcp import MCP_HEADERS, initialize_body
@@ -33,17 +33,9 @@ SHORT_GRACE_SECONDS = 2
 
 @pytest.fixture(scope="module")
 def short_grace_server(demo, database_url, tmp_path_factory) -> Iterator[DaphneServer]:
-    log_path = Path(tmp_path_factory.mktemp("daphne")) / "short-grace.log"
-    server = DaphneServer(
-        database_url=database_url,
-        log_path=log_path,
-        extra_env={"OAUTH_REFRESH_GRACE_SECONDS": str(SHORT_GRACE_SECONDS)},
+    yield from _serve(
+        tmp_path_factory, database_url, "short-grace", OAUTH_REFRESH_GRACE_SECONDS=str(SHORT_GRACE_SECONDS)
     )
-    server.start()
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 @pytest.fixture
