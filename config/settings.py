@@ -12,6 +12,7 @@ from django.core.exceptions import ImproperlyConfigured
 from config.env import env_bool, env_int, env_list, env_optional, env_origin, env_rate, env_str
 from config.log_format import PLAIN_FORMAT, env_log_format
 from config.security import secret_key_validate
+from data_agent.crypto import env_fernet_key
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 LOCAL_DIR = BASE_DIR / ".local"
@@ -54,6 +55,7 @@ INSTALLED_APPS = [
     "oauth",
     "mcp_gateway",
     "conversations",
+    "data_agent",
 ]
 
 MIDDLEWARE = [
@@ -223,7 +225,12 @@ OAUTH2_PROVIDER = {
 # App settings, namespaced in one dict read with defaults (mcp_gateway.conf).
 GATEHOUSE: dict[str, Any] = {
     "TOOLSETS": env_list(
-        "GATEHOUSE_TOOLSETS", default=["mcp_gateway.toolsets.account", "mcp_gateway.toolsets.conformance"]
+        "GATEHOUSE_TOOLSETS",
+        default=[
+            "mcp_gateway.toolsets.account",
+            "mcp_gateway.toolsets.conformance",
+            "data_agent.toolset",
+        ],
     ),
     "MCP_ALLOWED_ORIGINS": env_list("MCP_ALLOWED_ORIGINS", default=[]),
     # An MCP session idle this long answers 404 and the client initializes a new one.
@@ -276,6 +283,8 @@ GATEHOUSE: dict[str, Any] = {
     "METRICS_ALLOWED_NETWORKS": env_list("METRICS_ALLOWED_NETWORKS", default=["127.0.0.1/32", "::1/128"]),
     # One line per HTTP request (method, path, status, duration, request id) at INFO.
     "ACCESS_LOG": env_bool("ACCESS_LOG", default=True),
+    # Fernet key for data source URLs (data_agent.crypto); unset, one is derived from SECRET_KEY.
+    "DATA_SOURCE_ENCRYPTION_KEY": env_fernet_key("DATA_SOURCE_ENCRYPTION_KEY"),
 }
 
 # One JSON object per line (LOG_FORMAT=json, the default) or plain text (LOG_FORMAT=plain); every

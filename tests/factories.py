@@ -9,6 +9,16 @@ from django.utils import timezone
 from oauth2_provider.models import Application
 
 from accounts.models import Membership, RememberedConsent, Role, Tenant, User
+from data_agent.crypto import secret_encrypt
+from data_agent.models import (
+    Dataset,
+    DatasetField,
+    DataSource,
+    DataSourceKind,
+    Ontology,
+    OntologyStatus,
+    Relationship,
+)
 from mcp_gateway.models import (
     AuditAction,
     AuditEvent,
@@ -180,3 +190,63 @@ class RememberedConsentFactory(factory.django.DjangoModelFactory[RememberedConse
     tenant = factory.SubFactory(TenantFactory)
     application = factory.SubFactory(ApplicationFactory)
     scopes = "mcp:read"
+
+
+class DataSourceFactory(factory.django.DjangoModelFactory[DataSource]):
+    class Meta:
+        model = DataSource
+        exclude = ("url",)
+
+    tenant = factory.SubFactory(TenantFactory)
+    name = factory.Sequence(lambda n: f"source-{n}")
+    kind = DataSourceKind.SQLITE
+    url = "sqlite:////nonexistent/sample.sqlite3"
+    url_encrypted = factory.LazyAttribute(lambda o: secret_encrypt(plaintext=o.url))
+
+
+class OntologyFactory(factory.django.DjangoModelFactory[Ontology]):
+    """A ready ontology in its data source's tenant."""
+
+    class Meta:
+        model = Ontology
+
+    data_source = factory.SubFactory(DataSourceFactory)
+    tenant = factory.LazyAttribute(lambda o: o.data_source.tenant)
+    name = factory.Sequence(lambda n: f"ontology-{n}")
+    description = "Sales"
+    status = OntologyStatus.READY
+
+
+class DatasetFactory(factory.django.DjangoModelFactory[Dataset]):
+    class Meta:
+        model = Dataset
+
+    ontology = factory.SubFactory(OntologyFactory)
+    name = factory.Sequence(lambda n: f"dataset_{n}")
+    description = "Rows"
+    source_table = factory.LazyAttribute(lambda o: o.name)
+
+
+class DatasetFieldFactory(factory.django.DjangoModelFactory[DatasetField]):
+    class Meta:
+        model = DatasetField
+
+    dataset = factory.SubFactory(DatasetFactory)
+    name = factory.Sequence(lambda n: f"field_{n}")
+    type = "integer"
+    source_column = factory.LazyAttribute(lambda o: o.name)
+
+
+class RelationshipFactory(factory.django.DjangoModelFactory[Relationship]):
+    """A join between two fields of the same ontology."""
+
+    class Meta:
+        model = Relationship
+
+    from_field = factory.SubFactory(DatasetFieldFactory)
+    ontology = factory.LazyAttribute(lambda o: o.from_field.dataset.ontology)
+    to_field = factory.LazyAttribute(
+        lambda o: DatasetFieldFactory.create(
+            dataset=DatasetFactory.create(ontology=o.from_field.dataset.ontology)
+        )
+    )

@@ -18,6 +18,7 @@ from django.utils import timezone
 from oauth2_provider.models import Application, get_id_token_model
 
 from accounts.models import Membership, RememberedConsent, Tenant, User
+from data_agent.models import Dataset, DataSource, Ontology
 from mcp_gateway.models import AuditEvent, McpSession, RateLimitRule, TenantToolset
 from oauth.models import AccessToken, Grant, RedirectUriPattern, RefreshToken
 from tests.admin_support import admin_url
@@ -25,9 +26,12 @@ from tests.factories import (
     AccessTokenFactory,
     ApplicationFactory,
     AuditEventFactory,
+    DatasetFactory,
+    DataSourceFactory,
     GrantFactory,
     McpSessionFactory,
     MembershipFactory,
+    OntologyFactory,
     RateLimitRuleFactory,
     RedirectUriPatternFactory,
     RefreshTokenFactory,
@@ -65,6 +69,9 @@ MAKERS: dict[type[Model], Callable[[], Model]] = {
     RateLimitRule: lambda: RateLimitRuleFactory.create(tenant=TenantFactory.create()),
     RedirectUriPattern: lambda: RedirectUriPatternFactory.create(application=ApplicationFactory.create()),
     RememberedConsent: lambda: RememberedConsentFactory.create(),
+    DataSource: lambda: DataSourceFactory.create(),
+    Ontology: lambda: OntologyFactory.create(),
+    Dataset: lambda: DatasetFactory.create(),
 }
 REGISTERED = sorted(admin.site._registry, key=lambda model: model._meta.label)
 
@@ -160,6 +167,7 @@ CUSTOM_ACTIONS: dict[type[Model], set[str]] = {
     RefreshToken: {"revoke_tokens"},
     McpSession: {"terminate"},
     AuditEvent: {"export_csv"},
+    DataSource: {"generate_ontology"},
 }
 
 

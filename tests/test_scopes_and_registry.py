@@ -5,17 +5,23 @@ from django.core.exceptions import ImproperlyConfigured
 
 from accounts.models import Role
 from accounts.scopes import SCOPE_READ, SCOPE_WRITE, RoleScopesBackend, scopes_for_role, scopes_granted
+from data_agent.scopes import SCOPE_DATA_AGENT_WRITE, SCOPE_ONTOLOGIES_READ
 from mcp_gateway.rbac import missing_scopes
 from mcp_gateway.registry import Registry, Toolset, registry_load, tool
 
 
 def test_a_viewer_holds_only_the_read_scope():
-    assert scopes_for_role(role=Role.VIEWER) == {SCOPE_READ}
+    assert scopes_for_role(role=Role.VIEWER) == {SCOPE_READ, SCOPE_ONTOLOGIES_READ}
 
 
 @pytest.mark.parametrize("role", [Role.ADMIN, Role.CONTRIBUTOR])
 def test_admins_and_contributors_hold_read_and_write(role):
-    assert scopes_for_role(role=role) == {SCOPE_READ, SCOPE_WRITE}
+    assert scopes_for_role(role=role) == {
+        SCOPE_READ,
+        SCOPE_WRITE,
+        SCOPE_ONTOLOGIES_READ,
+        SCOPE_DATA_AGENT_WRITE,
+    }
 
 
 def test_granted_scopes_are_the_requested_ones_the_role_allows():
@@ -25,7 +31,12 @@ def test_granted_scopes_are_the_requested_ones_the_role_allows():
 
 def test_the_dot_backend_publishes_every_scope_with_its_words():
     backend = RoleScopesBackend()
-    assert set(backend.get_available_scopes()) == {SCOPE_READ, SCOPE_WRITE}
+    assert set(backend.get_available_scopes()) == {
+        SCOPE_READ,
+        SCOPE_WRITE,
+        SCOPE_ONTOLOGIES_READ,
+        SCOPE_DATA_AGENT_WRITE,
+    }
     assert backend.get_all_scopes()[SCOPE_READ].startswith("See who you are")
 
 

@@ -36,6 +36,12 @@ E2E_SECRET_KEY = "e2e-secret-key-" + secrets.token_hex(16)
 E2E_RATE_LIMIT_PREFIX = "gatehouse-e2e-" + secrets.token_hex(6)
 
 
+def _data_source_key() -> str:
+    from data_agent.crypto import encryption_key
+
+    return encryption_key()
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -71,6 +77,9 @@ class DaphneServer:
             # Tests switch toolsets between requests; a cached answer would leak into the next test.
             "MCP_TOOLSET_CACHE_SECONDS": "0",
             "RATE_LIMIT_RULE_CACHE_SECONDS": "0",
+            # The test process (demo bootstrap, factories) encrypts data source URLs under its own
+            # SECRET_KEY; the servers must read them, as every replica shares one key.
+            "DATA_SOURCE_ENCRYPTION_KEY": _data_source_key(),
             # Every server of a run shares one Redis namespace (as replicas do), and no other run's.
             # Defaults that a whole suite from one address would trip are lifted; tests of the
             # limits themselves set RateLimitRule rows, which win over defaults.

@@ -126,7 +126,12 @@ async def test_a_whole_connection_audits_registration_login_consent_and_token_on
     assert (consented.action, consented.outcome) == (AuditAction.CONSENT_GRANTED, AuditOutcome.OK)
     assert _user(consented) == "alice"
     assert _tenant(consented) == "acme"
-    assert sorted(consented.detail["scopes"]) == ["mcp:read", "mcp:write"]
+    assert sorted(consented.detail["scopes"]) == [
+        "data_agent:write",
+        "mcp:read",
+        "mcp:write",
+        "ontologies:read",
+    ]
 
     assert (issued.action, issued.outcome) == (AuditAction.TOKEN_ISSUED, AuditOutcome.OK)
     assert _user(issued) == "alice"

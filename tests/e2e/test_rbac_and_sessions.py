@@ -20,7 +20,7 @@ async def test_a_viewer_sees_only_read_tools_and_cannot_call_a_write_tool(server
         tools = await client.list_tools()
         assert [tool.name for tool in tools.tools] == ["whoami"]
         assert storage.tokens is not None
-        assert storage.tokens.scope == "mcp:read"
+        assert storage.tokens.scope == "mcp:read ontologies:read"
 
         with pytest.raises(MCPError) as refusal:
             await client.call_tool("set_display_name", {"display_name": "Bobby"})

@@ -58,4 +58,4 @@ async def test_the_chosen_tenant_and_its_role_decide_what_the_token_can_do(serve
     assert whoami.structured_content is not None
     assert whoami.structured_content["tenant"]["slug"] == "acme"
     assert storage.tokens is not None
-    assert storage.tokens.scope == "mcp:read"
+    assert storage.tokens.scope == "mcp:read ontologies:read"

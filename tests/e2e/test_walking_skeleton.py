@@ -17,7 +17,8 @@ async def test_the_sdk_client_signs_in_consents_and_calls_whoami(server):
     alice = Person("alice")
     async with sdk_client(server, alice) as (client, storage):
         tools = await client.list_tools()
-        assert {tool.name for tool in tools.tools} == {"whoami", "set_display_name"}
+        # The demo turns the data agent on for acme.
+        assert {tool.name for tool in tools.tools} == {"whoami", "set_display_name", "run_query"}
         whoami = next(tool for tool in tools.tools if tool.name == "whoami")
         assert whoami.output_schema is not None
 
@@ -28,7 +29,7 @@ async def test_the_sdk_client_signs_in_consents_and_calls_whoami(server):
     assert identity["user"]["username"] == "alice"
     assert identity["tenant"] == {"slug": "acme", "name": "Acme"}
     assert identity["role"] == "admin"
-    assert identity["scopes"] == ["mcp:read", "mcp:write"]
+    assert identity["scopes"] == ["data_agent:write", "mcp:read", "mcp:write", "ontologies:read"]
     assert identity["client"]["name"] == "Gatehouse e2e client"
     assert alice.logins == 1
     assert storage.client_info is not None

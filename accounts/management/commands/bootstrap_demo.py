@@ -9,6 +9,7 @@ from django.db import transaction
 
 from accounts.models import Role
 from accounts.services import membership_ensure, tenant_ensure, user_ensure
+from data_agent.sample import sample_database_ensure
 
 DEMO_TENANTS = [("acme", "Acme"), ("globex", "Globex")]
 DEMO_USERS = [("alice", "acme", Role.ADMIN), ("bob", "acme", Role.VIEWER), ("carol", "globex", Role.ADMIN)]
@@ -30,6 +31,11 @@ class Command(BaseCommand):
                 if user.check_password(password):
                     created.append(username)
                 membership_ensure(user=user, tenant=tenants[tenant_slug], role=role)
+        # Outside the transaction: the sample database is filled over connections of its own.
+        ontology = sample_database_ensure(tenant=tenants["acme"])
+        self.stdout.write(
+            f"Sample data for acme: ontology {ontology.name!r} ({ontology.status}), id {ontology.pk}."
+        )
         self.stdout.write(
             "Demo tenants: acme, globex. Users: alice (acme admin), bob (acme viewer), carol (globex admin)."
         )

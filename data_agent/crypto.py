@@ -1,0 +1,62 @@
+"""Encryption of data source URLs (they carry credentials) with Fernet.
+
+The key is ``DATA_SOURCE_ENCRYPTION_KEY`` (a Fernet key: 32 url-safe base64 bytes). Without it, a
+key is derived from ``SECRET_KEY`` with HKDF, so development needs no extra setting; production
+should set its own, so rotating ``SECRET_KEY`` does not make stored URLs unreadable.
+
+Known limit: there is no key rotation yet. Changing the key makes existing URLs undecryptable;
+they must be entered again in the admin. (``MultiFernet`` would allow rotation later.)
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+
+from cryptography.fernet import Fernet, InvalidToken
+from cryptography.hazmat.primitives import hashes
+from cryptography.hazmat.primitives.kdf.hkdf import HKDF
+from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
+
+from config.env import env_optional
+
+HKDF_INFO = b"gatehouse data source url encryption"
+UNDECRYPTABLE = "The stored URL cannot be decrypted with the current key; enter it again in the admin."
+
+
+def env_fernet_key(name: str) -> str | None:
+    """A Fernet key from the environment (or ``NAME_FILE``); a malformed one fails at start."""
+    value = env_optional(name)
+    if value is not None:
+        try:
+            Fernet(value)
+        except (ValueError, binascii.Error) as exc:
+            raise ImproperlyConfigured(f"{name} must be a Fernet key (Fernet.generate_key()).") from exc
+    return value
+
+
+def encryption_key() -> str:
+    """The Fernet key in force: the configured one, or the one derived from SECRET_KEY."""
+    configured = settings.GATEHOUSE.get("DATA_SOURCE_ENCRYPTION_KEY")
+    if configured:
+        return str(configured)
+    derived = HKDF(algorithm=hashes.SHA256(), length=32, salt=None, info=HKDF_INFO).derive(
+        settings.SECRET_KEY.encode()
+    )
+    return base64.urlsafe_b64encode(derived).decode()
+
+
+def _fernet() -> Fernet:
+    return Fernet(encryption_key())
+
+
+def secret_encrypt(*, plaintext: str) -> str:
+    return _fernet().encrypt(plaintext.encode()).decode()
+
+
+def secret_decrypt(*, token: str) -> str:
+    try:
+        return _fernet().decrypt(token.encode()).decode()
+    except InvalidToken as exc:
+        raise ValueError(UNDECRYPTABLE) from exc

@@ -1,0 +1,179 @@
+"""Runs a gated query against a tenant's data source: read-only, time-limited, row-limited.
+
+These are the second line of defence: even SQL that slipped past the gate cannot write (a
+read-only transaction, or SQLite opened ``mode=ro`` with ``query_only``), cannot run long (a
+statement timeout, or a progress handler), and cannot return more than ``max_rows`` rows (a
+server-side cursor fetches one row more, only to know it was truncated). Synchronous: tools call it
+through ``asyncio.to_thread``.
+
+Connection URLs carry passwords: no error message or log line here ever includes one, nor the
+driver's own connection error text (which names hosts).
+"""
+
+from __future__ import annotations
+
+import datetime
+import logging
+import sqlite3
+import time
+import uuid
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any
+
+import psycopg
+import psycopg.errors
+
+from data_agent.introspection import sqlite_path
+from mcp_gateway.errors import InvalidInput, Timeout, Unavailable
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_TIMEOUT_SECONDS = 30.0
+DEFAULT_MAX_ROWS = 10_000
+CONNECT_TIMEOUT_SECONDS = 5
+# How many SQLite virtual-machine steps between two looks at the clock.
+SQLITE_PROGRESS_STEPS = 10_000
+
+QUERY_TIMED_OUT = "The query ran longer than its time limit and was cancelled."
+SOURCE_UNAVAILABLE = "The data source is unreachable; try again shortly or ask an admin to check it."
+QUERY_READ_ONLY = "The query tried to write; queries run in a read-only transaction."
+QUERY_FAILED = "The database refused the query."
+
+_CURSOR_NAME = "gatehouse_query"
+
+
+@dataclass(frozen=True)
+class QueryResult:
+    columns: list[str]
+    rows: list[list[Any]]
+    truncated: bool
+    row_count: int
+    elapsed_ms: float
+
+
+def json_safe(value: Any) -> Any:
+    """A value JSON can carry: exact decimals as floats when lossless, else as strings; times as ISO."""
+    if value is None or isinstance(value, bool | int | float | str):
+        return value
+    if isinstance(value, Decimal):
+        as_float = float(value)
+        return as_float if Decimal(repr(as_float)) == value else str(value)
+    if isinstance(value, datetime.datetime | datetime.date | datetime.time):
+        return value.isoformat()
+    if isinstance(value, datetime.timedelta):
+        return value.total_seconds()
+    if isinstance(value, bytes | bytearray | memoryview):
+        return bytes(value).hex()
+    if isinstance(value, uuid.UUID):
+        return str(value)
+    if isinstance(value, list | tuple):
+        return [json_safe(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): json_safe(v) for k, v in value.items()}
+    return str(value)
+
+
+def query_execute(
+    *,
+    url: str,
+    kind: str,
+    sql: str,
+    timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS,
+    max_rows: int = DEFAULT_MAX_ROWS,
+) -> QueryResult:
+    """Run ``sql`` (already through the gate) and return at most ``max_rows`` rows, JSON-safe.
+
+    Raises ``Timeout`` past ``timeout_seconds``, ``Unavailable`` when the source cannot be reached
+    and ``InvalidInput`` when the database refuses the query (a write, an unknown column...).
+    """
+    started = time.monotonic()
+    if kind == "postgres":
+        columns, rows = _postgres(url=url, sql=sql, timeout_seconds=timeout_seconds, max_rows=max_rows)
+    elif kind == "sqlite":
+        columns, rows = _sqlite(url=url, sql=sql, timeout_seconds=timeout_seconds, max_rows=max_rows)
+    else:
+        raise ValueError(f"Unknown data source kind {kind!r}")
+    truncated = len(rows) > max_rows
+    rows = rows[:max_rows]
+    return QueryResult(
+        columns=columns,
+        rows=[[json_safe(v) for v in row] for row in rows],
+        truncated=truncated,
+        row_count=len(rows),
+        elapsed_ms=round((time.monotonic() - started) * 1000, 1),
+    )
+
+
+def _postgres(*, url: str, sql: str, timeout_seconds: float, max_rows: int) -> tuple[list[str], list[Any]]:
+    try:
+        conn = psycopg.connect(url, connect_timeout=CONNECT_TIMEOUT_SECONDS, autocommit=False)
+    except psycopg.Error as error:
+        # The driver's message names the host and sometimes the user; only the class is logged.
+        logger.warning("Data source connection failed (%s)", type(error).__name__)
+        raise Unavailable(SOURCE_UNAVAILABLE) from None
+    try:
+        # The transaction opens READ ONLY; set_config(..., true) is SET LOCAL with a bound value.
+        conn.read_only = True
+        with conn.cursor() as setup:
+            setup.execute(
+                "SELECT set_config('statement_timeout', %s, true)",
+                (str(max(1, int(timeout_seconds * 1000))),),
+            )
+        # A named cursor is a server-side one (DECLARE ... CURSOR FOR), which also admits only
+        # SELECT/VALUES; fetching max_rows + 1 tells a truncated result from a complete one.
+        with conn.cursor(name=_CURSOR_NAME) as cursor:
+            cursor.execute(sql)
+            rows = cursor.fetchmany(max_rows + 1)
+            columns = [d.name for d in cursor.description or ()]
+        return columns, rows
+    except psycopg.errors.QueryCanceled:
+        raise Timeout(QUERY_TIMED_OUT, data={"timeoutSeconds": timeout_seconds}) from None
+    except psycopg.errors.ReadOnlySqlTransaction:
+        raise InvalidInput(QUERY_READ_ONLY, data={"reason": "read_only"}) from None
+    except psycopg.OperationalError:
+        logger.warning("Data source connection lost during a query")
+        raise Unavailable(SOURCE_UNAVAILABLE) from None
+    except psycopg.Error as error:
+        # Syntax and semantic errors (unknown column, bad cast): the server's primary message
+        # helps a client fix its SQL and carries no credentials.
+        detail = error.diag.message_primary if error.diag else None
+        raise InvalidInput(QUERY_FAILED, data={"reason": "database", "detail": detail}) from None
+    finally:
+        # Closing discards the (read-only) transaction; nothing to commit or roll back.
+        conn.close()
+
+
+def _sqlite(*, url: str, sql: str, timeout_seconds: float, max_rows: int) -> tuple[list[str], list[Any]]:
+    try:
+        path = sqlite_path(url=url)
+        # mode=ro: SQLite refuses every write on this handle, whatever the SQL says.
+        conn = sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True, timeout=CONNECT_TIMEOUT_SECONDS)
+        conn.execute("PRAGMA query_only = ON")
+    except (ValueError, sqlite3.Error) as error:
+        logger.warning("Data source could not be opened (%s)", type(error).__name__)
+        raise Unavailable(SOURCE_UNAVAILABLE) from None
+    deadline = time.monotonic() + timeout_seconds
+    timed_out = False
+
+    def past_deadline() -> int:
+        nonlocal timed_out
+        timed_out = time.monotonic() > deadline
+        return 1 if timed_out else 0  # non-zero interrupts the statement
+
+    conn.set_progress_handler(past_deadline, SQLITE_PROGRESS_STEPS)
+    try:
+        cursor = conn.execute(sql)
+        rows = cursor.fetchmany(max_rows + 1)
+        columns = [d[0] for d in cursor.description or ()]
+        return columns, rows
+    except sqlite3.OperationalError as error:
+        if timed_out:
+            raise Timeout(QUERY_TIMED_OUT, data={"timeoutSeconds": timeout_seconds}) from None
+        if "readonly" in str(error) or "read-only" in str(error):
+            raise InvalidInput(QUERY_READ_ONLY, data={"reason": "read_only"}) from None
+        raise InvalidInput(QUERY_FAILED, data={"reason": "database", "detail": str(error)}) from None
+    except sqlite3.Error as error:
+        raise InvalidInput(QUERY_FAILED, data={"reason": "database", "detail": str(error)}) from None
+    finally:
+        conn.close()

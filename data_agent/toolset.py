@@ -1,0 +1,17 @@
+"""The data agent toolset: a tenant's data catalogue (resources) and read-only questions of it."""
+
+from __future__ import annotations
+
+from data_agent.query_tool import run_query
+from data_agent.resources import LIST_URI, install
+from mcp_gateway.registry import Toolset
+
+toolset = Toolset(
+    name="data_agent",
+    description="Your tenant's data catalogue (ontologies) and read-only questions of its data.",
+    tools=(run_query,),
+    # Off until a tenant connects a data source; the demo bootstrap turns it on for acme.
+    enabled_by_default=False,
+    install=install,
+    resource_prefixes=(LIST_URI,),
+)

@@ -1,0 +1,96 @@
+"""``run_query`` through the official SDK client against Daphne, on acme's demo sample database."""
+
+from __future__ import annotations
+
+import psycopg
+import pytest
+from mcp.shared.exceptions import MCPError
+
+from data_agent.executor import json_safe
+from data_agent.models import Ontology
+from data_agent.sample import ONTOLOGY_NAME
+from data_agent.selectors import data_source_url
+from tests.e2e.harness import Person, sdk_client
+
+pytestmark = pytest.mark.django_db
+
+REVENUE_BY_REGION = (
+    "SELECT r.name AS region, count(DISTINCT o.id) AS orders, sum(l.quantity * l.unit_price) AS revenue"
+    " FROM orders o JOIN customers c ON c.id = o.customer_id JOIN regions r ON r.id = c.region_id"
+    " JOIN order_lines l ON l.order_id = o.id"
+    " WHERE o.order_date >= '2025-01-01' AND o.order_date < '2026-01-01'"
+    " GROUP BY r.name ORDER BY r.name"
+)
+
+
+@pytest.fixture
+def acme_sales(demo) -> Ontology:
+    return Ontology.objects.select_related("data_source").get(tenant__slug="acme", name=ONTOLOGY_NAME)
+
+
+def _direct(ontology: Ontology, sql: str) -> list[list]:
+    with psycopg.connect(data_source_url(data_source=ontology.data_source)) as conn:
+        return [[json_safe(v) for v in row] for row in conn.execute(sql).fetchall()]
+
+
+async def test_alice_gets_revenue_by_region_with_its_lineage(server, acme_sales):
+    expected = _direct(acme_sales, REVENUE_BY_REGION)
+    async with sdk_client(server, Person("alice")) as (client, _):
+        result = await client.call_tool(
+            "run_query", {"ontologyId": str(acme_sales.id), "sql": REVENUE_BY_REGION}
+        )
+    assert not result.is_error
+    answer = result.structured_content
+    assert answer is not None
+    assert answer["columns"] == ["region", "orders", "revenue"]
+    assert expected
+    assert answer["rows"] == expected
+    assert (answer["rowCount"], answer["truncated"]) == (len(expected), False)
+    lineage = answer["lineage"]
+    assert lineage["_type"] == "data_lineage"
+    assert {d["sourceTable"] for d in lineage["datasets"]} == {
+        "orders",
+        "customers",
+        "regions",
+        "order_lines",
+    }
+    assert lineage["timeWindow"] == {"column": "o.order_date", "from": "2025-01-01", "to": "2026-01-01"}
+    assert lineage["grain"] == {"level": "group", "by": ["r.name"]}
+    assert f"{len(expected)} rows" in result.content[0].text  # type: ignore[union-attr]
+
+
+async def test_a_result_past_10000_rows_is_cut_and_says_so(server, acme_sales):
+    sql = "SELECT l.id, r.id FROM order_lines l CROSS JOIN regions r"
+    async with sdk_client(server, Person("alice")) as (client, _):
+        result = await client.call_tool("run_query", {"ontologyId": str(acme_sales.id), "sql": sql})
+    answer = result.structured_content
+    assert answer is not None
+    assert (answer["rowCount"], len(answer["rows"]), answer["truncated"]) == (10_000, 10_000, True)
+    assert "10,000 of more rows shown" in result.content[0].text  # type: ignore[union-attr]
+
+
+async def test_a_write_is_refused_as_invalid_input(server, acme_sales):
+    async with sdk_client(server, Person("alice")) as (client, _):
+        with pytest.raises(MCPError) as refusal:
+            await client.call_tool(
+                "run_query", {"ontologyId": str(acme_sales.id), "sql": "DELETE FROM orders"}
+            )
+    assert refusal.value.error.code == -32602
+    assert refusal.value.error.data["reason"] == "not_select"
+    assert _direct(acme_sales, "SELECT count(*) FROM orders")[0][0] > 0
+
+
+async def test_bob_the_viewer_is_refused(server, acme_sales):
+    async with sdk_client(server, Person("bob")) as (client, _):
+        with pytest.raises(MCPError) as refusal:
+            await client.call_tool("run_query", {"ontologyId": str(acme_sales.id), "sql": "SELECT 1"})
+    assert refusal.value.error.code == -32001
+    assert "data_agent:write" in refusal.value.error.data["missing"]
+
+
+async def test_carol_cannot_reach_acme_s_ontology(server, acme_sales, tenant_toolset):
+    tenant_toolset("globex", "data_agent", enabled=True)
+    async with sdk_client(server, Person("carol")) as (client, _):
+        with pytest.raises(MCPError) as refusal:
+            await client.call_tool("run_query", {"ontologyId": str(acme_sales.id), "sql": "SELECT 1"})
+    assert refusal.value.error.code == -32002
