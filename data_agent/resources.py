@@ -6,12 +6,10 @@ with its datasets, and ``gatehouse://ontologies/{id}/datasets/{name}`` is one da
 
 from __future__ import annotations
 
-import contextvars
 import json
 from typing import Any
 
 import yaml
-from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.mcpserver import Context, MCPServer
 
 from data_agent.models import Dataset, Ontology
@@ -19,33 +17,14 @@ from data_agent.scopes import SCOPE_ONTOLOGIES_READ
 from data_agent.selectors import dataset_get, ontology_datasets, ontology_get_ready, ontology_list_ready
 from mcp_gateway.db import db_call
 from mcp_gateway.errors import InsufficientScope, as_mcp_error
-from mcp_gateway.identity import Identity, identity_from_context, identity_from_request
+from mcp_gateway.identity import Identity, identity_current, identity_from_context
 
 LIST_URI = "gatehouse://ontologies"
 ONTOLOGY_URI = "gatehouse://ontologies/{id}"
 DATASET_URI = "gatehouse://ontologies/{id}/datasets/{name}"
 
-# A static resource's function gets no Context from the SDK; the middleware below hands it the
-# caller's identity for the duration of the read.
-_reader: contextvars.ContextVar[Identity | None] = contextvars.ContextVar("data_agent_reader", default=None)
 
-
-class ReaderIdentity:
-    """SDK server middleware: makes the caller's identity visible to resource functions."""
-
-    async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
-        if ctx.method != "resources/read":
-            return await call_next(ctx)
-        token = _reader.set(identity_from_request(ctx.request))
-        try:
-            return await call_next(ctx)
-        finally:
-            _reader.reset(token)
-
-
-def _authorized(identity: Identity | None) -> Identity:
-    if identity is None:
-        raise as_mcp_error(RuntimeError("resource read without an identity"))
+def _authorized(identity: Identity) -> Identity:
     if SCOPE_ONTOLOGIES_READ not in identity.scopes:
         raise as_mcp_error(
             InsufficientScope(required=[SCOPE_ONTOLOGIES_READ], missing=[SCOPE_ONTOLOGIES_READ])
@@ -121,7 +100,6 @@ async def _read(func: Any, **kwargs: Any) -> Any:
 
 
 def install(server: MCPServer) -> None:
-    server.middleware.append(ReaderIdentity())
 
     @server.resource(
         LIST_URI,
@@ -130,7 +108,7 @@ def install(server: MCPServer) -> None:
         description="Your tenant's ready ontologies: id, name, description, dataset and field counts.",
     )
     async def ontologies() -> str:
-        identity = _authorized(_reader.get())
+        identity = _authorized(identity_current())
         return json.dumps(await _read(ontology_list_payload, tenant_id=identity.tenant_id))
 
     @server.resource(

@@ -16,7 +16,12 @@ from mcp.server.mcpserver.exceptions import ToolError
 
 from mcp_gateway.db import db_call
 from mcp_gateway.errors import InsufficientScope, InvalidInput, as_mcp_error
-from mcp_gateway.identity import Identity, identity_from_request
+from mcp_gateway.identity import (
+    Identity,
+    identity_from_request,
+    identity_reset_current,
+    identity_set_current,
+)
 from mcp_gateway.models import RateLimitScope
 from mcp_gateway.ratelimit import rate_limit_mcp
 from mcp_gateway.rbac import missing_scopes, tool_allowed
@@ -74,7 +79,11 @@ class RequestGuard:
                 self._check_owned(
                     self.registry.toolset_of_prompt(str(params.get("name", ""))), enabled, UNKNOWN_PROMPT
                 )
-            result = await call_next(ctx)
+            current = identity_set_current(identity)
+            try:
+                result = await call_next(ctx)
+            finally:
+                identity_reset_current(current)
             if isinstance(result, dict):
                 self._filter_listing(ctx.method, result, identity, enabled)
             return result
