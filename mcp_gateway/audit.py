@@ -81,23 +81,64 @@ def audit_entry(
     detail: Mapping[str, Any] | None = None,
 ) -> AuditEntry:
     """An event on behalf of an MCP caller, with the request's id and address filled in."""
+    return _entry(
+        action=action,
+        outcome=outcome,
+        who=_who_from_identity(identity),
+        session_id=session_id,
+        target=target,
+        duration_ms=duration_ms,
+        detail=detail,
+    )
+
+
+def _entry(
+    *,
+    action: AuditAction,
+    outcome: AuditOutcome,
+    who: dict[str, Any],
+    session_id: str,
+    target: str,
+    duration_ms: float | None = None,
+    detail: Mapping[str, Any] | None,
+) -> AuditEntry:
     ctx = request_context()
     return AuditEntry(
         action=action,
         outcome=outcome,
-        tenant_id=identity.tenant_id if identity else None,
-        tenant_slug=identity.tenant_slug if identity else "",
-        user_id=identity.user_id if identity else None,
-        username=identity.username if identity else "",
-        application_id=identity.application_id if identity else None,
-        client_id=identity.client_id if identity else "",
         session_id=session_id,
         request_id=ctx.request_id if ctx else "",
         ip=ctx.ip if ctx else None,
         target=target[:500],
         duration_ms=duration_ms,
         detail=dict(detail or {}),
+        **who,
     )
+
+
+def _who_from_identity(identity: Identity | None) -> dict[str, Any]:
+    if identity is None:
+        return {}
+    return {
+        "tenant_id": identity.tenant_id,
+        "tenant_slug": identity.tenant_slug,
+        "user_id": identity.user_id,
+        "username": identity.username,
+        "application_id": identity.application_id,
+        "client_id": identity.client_id,
+    }
+
+
+def _who_from_models(*, user: Any, username: str, tenant: Any, application: Any) -> dict[str, Any]:
+    user_id = getattr(user, "pk", None)
+    return {
+        "tenant_id": getattr(tenant, "pk", None),
+        "tenant_slug": getattr(tenant, "slug", ""),
+        "user_id": user_id,
+        "username": username or (getattr(user, "username", "") if user_id else ""),
+        "application_id": getattr(application, "pk", None),
+        "client_id": getattr(application, "client_id", ""),
+    }
 
 
 def audit_arguments(arguments: Any, *, secret_names: frozenset[str] = frozenset()) -> Any:
@@ -146,33 +187,14 @@ def audit_record(
     Who acted is given either as model instances (``user``, ``tenant``, ``application``) or as an
     MCP caller's ``identity``.
     """
-    if identity is not None:
-        entry = audit_entry(
-            action=action,
-            outcome=outcome,
-            identity=identity,
-            session_id=session_id,
-            target=target,
-            detail=detail,
-        )
-    else:
-        ctx = request_context()
-        user_id = getattr(user, "pk", None)
-        entry = AuditEntry(
-            action=action,
-            outcome=outcome,
-            tenant_id=getattr(tenant, "pk", None),
-            tenant_slug=getattr(tenant, "slug", ""),
-            user_id=user_id,
-            username=username or (getattr(user, "username", "") if user_id else ""),
-            application_id=getattr(application, "pk", None),
-            client_id=getattr(application, "client_id", ""),
-            session_id=session_id,
-            request_id=ctx.request_id if ctx else "",
-            ip=ctx.ip if ctx else None,
-            target=target[:500],
-            detail=dict(detail or {}),
-        )
+    who = (
+        _who_from_identity(identity)
+        if identity is not None
+        else _who_from_models(user=user, username=username, tenant=tenant, application=application)
+    )
+    entry = _entry(
+        action=action, outcome=outcome, who=who, session_id=session_id, target=target, detail=detail
+    )
     metrics_observe(entry)
     if audit_enabled():
         AuditEvent.objects.create(**_model_fields(entry))
