@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -9,10 +10,14 @@ from urllib.parse import urlsplit
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
+from config.crypto import env_fernet_key
 from config.env import env_bool, env_int, env_list, env_optional, env_origin, env_rate, env_str
 from config.log_format import PLAIN_FORMAT, env_log_format
 from config.security import secret_key_validate
-from data_agent.crypto import env_fernet_key
+
+# litellm otherwise fetches its model cost map from GitHub when it is imported, and waits on it
+# where there is no internet (CI, closed networks); the copy it ships with is enough for us.
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 LOCAL_DIR = BASE_DIR / ".local"
@@ -56,6 +61,7 @@ INSTALLED_APPS = [
     "mcp_gateway",
     "conversations",
     "data_agent",
+    "language_models",
 ]
 
 MIDDLEWARE = [
@@ -174,6 +180,12 @@ _cimd_allow_loopback = env_bool("CIMD_ALLOW_LOOPBACK", default=False)
 if _cimd_allow_loopback and _public_host not in {"127.0.0.1", "::1", "localhost"}:
     raise ImproperlyConfigured("CIMD_ALLOW_LOOPBACK=true needs a loopback PUBLIC_URL (development only).")
 
+# Scripted LLM answers (language_models.completion) are for tests: refused unless Gatehouse is
+# served on loopback, so no deployment can answer its people from a file.
+_llm_mock_responses_file = env_optional("LLM_MOCK_RESPONSES_FILE")
+if _llm_mock_responses_file and _public_host not in {"127.0.0.1", "::1", "localhost"}:
+    raise ImproperlyConfigured("LLM_MOCK_RESPONSES_FILE is for tests: it needs a loopback PUBLIC_URL.")
+
 OAUTH2_PROVIDER = {
     "OAUTH2_VALIDATOR_CLASS": "oauth.validators.TenantOAuth2Validator",
     "SCOPES_BACKEND_CLASS": "accounts.scopes.RoleScopesBackend",
@@ -283,8 +295,16 @@ GATEHOUSE: dict[str, Any] = {
     "METRICS_ALLOWED_NETWORKS": env_list("METRICS_ALLOWED_NETWORKS", default=["127.0.0.1/32", "::1/128"]),
     # One line per HTTP request (method, path, status, duration, request id) at INFO.
     "ACCESS_LOG": env_bool("ACCESS_LOG", default=True),
-    # Fernet key for data source URLs (data_agent.crypto); unset, one is derived from SECRET_KEY.
+    # Fernet key for stored credentials: data source URLs and model API keys (config.crypto);
+    # unset, one is derived from SECRET_KEY.
     "DATA_SOURCE_ENCRYPTION_KEY": env_fernet_key("DATA_SOURCE_ENCRYPTION_KEY"),
+    # Tests only: a JSON script every language model call answers from, through litellm's own mock
+    # (language_models.completion). `manage.py check --deploy` reports it as an error.
+    "LLM_MOCK_RESPONSES_FILE": _llm_mock_responses_file,
+    # The whole of one ask_question run, waiting on the person for clarification included.
+    "DATA_AGENT_QUESTION_TIMEOUT_SECONDS": env_int(
+        "DATA_AGENT_QUESTION_TIMEOUT_SECONDS", default=300, minimum=1
+    ),
 }
 
 # One JSON object per line (LOG_FORMAT=json, the default) or plain text (LOG_FORMAT=plain); every

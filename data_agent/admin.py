@@ -10,8 +10,16 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.utils import timezone
 
-from data_agent.crypto import secret_encrypt
-from data_agent.models import Dataset, DatasetField, DataSource, Ontology, OntologyStatus, Relationship
+from config.crypto import secret_encrypt
+from data_agent.models import (
+    AgentPreference,
+    Dataset,
+    DatasetField,
+    DataSource,
+    Ontology,
+    OntologyStatus,
+    Relationship,
+)
 from data_agent.services import ontology_create_from_source
 
 URL_STORED = "Stored encrypted; never shown. Enter a new URL to replace it."
@@ -135,3 +143,12 @@ class DatasetAdmin(admin.ModelAdmin):
     search_fields = ["name", "description", "source_table"]
     raw_id_fields = ["ontology"]
     inlines = [DatasetFieldInline]
+
+
+@admin.register(AgentPreference)
+class AgentPreferenceAdmin(admin.ModelAdmin):
+    list_display = ("user", "tenant", "default_time_period", "updated")
+    list_filter = ("tenant",)
+    search_fields = ("user__username", "default_time_period", "notes")
+    autocomplete_fields = ("user",)
+    list_select_related = ("user", "tenant")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import uuid
 
+from django.conf import settings
 from django.db import models
 
 from accounts.models import Tenant
@@ -104,3 +105,31 @@ class Relationship(models.Model):
 
     def __str__(self) -> str:
         return f"{self.from_field} → {self.to_field}"
+
+
+class AgentPreference(models.Model):
+    """One person's standing instructions to the data agent in one tenant; the planner reads them
+    (a question without a time period gets the default one, for example)."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="+")
+    default_time_period = models.CharField(
+        max_length=100,
+        blank=True,
+        help_text="Used when a question names no period, for example 'last 12 months' or 'this quarter'.",
+    )
+    notes = models.TextField(
+        max_length=1000,
+        blank=True,
+        help_text="Anything else the agent should assume, for example 'our fiscal year starts in April'.",
+    )
+    updated = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["tenant__slug", "user__username"]
+        constraints = [
+            models.UniqueConstraint(fields=["user", "tenant"], name="agent_preference_unique_user_tenant")
+        ]
+
+    def __str__(self) -> str:
+        return f"Data agent preferences of {self.user} in {self.tenant}"

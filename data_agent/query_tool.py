@@ -11,8 +11,8 @@ from mcp.server.mcpserver import Context
 from mcp_types import CallToolResult, TextContent
 from pydantic import BaseModel, Field, StringConstraints
 
-from data_agent.executor import DEFAULT_MAX_ROWS, DEFAULT_TIMEOUT_SECONDS, QueryResult, query_execute
-from data_agent.lineage import lineage_from_query
+from data_agent.executor import DEFAULT_MAX_ROWS, DEFAULT_TIMEOUT_SECONDS, QueryResult
+from data_agent.query_run import query_gate_and_run
 from data_agent.scopes import SCOPE_DATA_AGENT_WRITE, SCOPE_ONTOLOGIES_READ
 from data_agent.selectors import (
     data_source_url,
@@ -20,13 +20,13 @@ from data_agent.selectors import (
     ontology_get_ready,
     ontology_source_tables,
 )
-from data_agent.sql_gate import SQL_MAX_CHARS, sql_gate_check
+from data_agent.sql_gate import SQL_MAX_CHARS
 from mcp_gateway.db import db_call
 from mcp_gateway.identity import identity_from_context
 from mcp_gateway.registry import tool
 
 UUID_PATTERN = r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"
-TRUNCATED_NOTE = f"{DEFAULT_MAX_ROWS:,} of more rows shown: the result was cut at {DEFAULT_MAX_ROWS:,} rows."
+TRUNCATED_NOTE = f"The first {DEFAULT_MAX_ROWS:,} rows are shown: the result had more and was cut there."
 
 
 class QueryAnswer(BaseModel):
@@ -94,15 +94,21 @@ async def run_query(
 ) -> Annotated[CallToolResult, QueryAnswer]:
     identity = identity_from_context(ctx)
     source = await db_call(_source_for_query, tenant_id=identity.tenant_id, ontology_id=ontologyId)
-    gated = sql_gate_check(sql=sql, dialect=source.kind, allowed_tables=source.allowed_tables)
-    result = await asyncio.to_thread(query_execute, url=source.url, kind=source.kind, sql=gated.sql)
-    lineage = lineage_from_query(gated, datasets_by_table=source.datasets_by_table)
+    run = await asyncio.to_thread(
+        query_gate_and_run,
+        sql=sql,
+        kind=source.kind,
+        url=source.url,
+        allowed_tables=source.allowed_tables,
+        datasets_by_table=source.datasets_by_table,
+    )
+    result, lineage = run.result, run.lineage
     answer = QueryAnswer(
         columns=result.columns,
         rows=result.rows,
         rowCount=result.row_count,
         truncated=result.truncated,
-        sql=gated.sql,
+        sql=run.gated.sql,
         lineage=lineage,
     )
     return CallToolResult(

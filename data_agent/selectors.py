@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import uuid
+from dataclasses import dataclass
 
 from django.db.models import Count, QuerySet
 
-from data_agent.crypto import secret_decrypt
-from data_agent.models import Dataset, DataSource, Ontology, OntologyStatus
+from config.crypto import secret_decrypt
+from data_agent.models import AgentPreference, Dataset, DataSource, Ontology, OntologyStatus
 from mcp_gateway.errors import NotFound
 
 ONTOLOGY_NOT_FOUND = "No such ontology."
@@ -62,3 +63,93 @@ def ontology_source_tables(*, ontology: Ontology) -> frozenset[str]:
 def data_source_url(*, data_source: DataSource) -> str:
     """The decrypted connection URL. Never log or return it to a client."""
     return secret_decrypt(token=data_source.url_encrypted)
+
+
+@dataclass(frozen=True)
+class CatalogField:
+    name: str
+    type: str
+    description: str
+    source_column: str
+
+
+@dataclass(frozen=True)
+class CatalogDataset:
+    name: str
+    description: str
+    source_table: str
+    fields: tuple[CatalogField, ...]
+
+
+@dataclass(frozen=True)
+class CatalogJoin:
+    """``from_dataset.from_column`` references ``to_dataset.to_column``: many rows of the first
+    side meet one row of the second."""
+
+    from_dataset: str
+    from_column: str
+    to_dataset: str
+    to_column: str
+
+
+@dataclass(frozen=True)
+class Catalog:
+    """A ready ontology as the data agent's phases read it, loaded once per question."""
+
+    ontology_id: str
+    name: str
+    description: str
+    dialect: str
+    datasets: tuple[CatalogDataset, ...]
+    joins: tuple[CatalogJoin, ...]
+
+    def dataset(self, name: str) -> CatalogDataset | None:
+        return next((d for d in self.datasets if d.name == name), None)
+
+    @property
+    def datasets_by_table(self) -> dict[str, str]:
+        return {d.source_table: d.name for d in self.datasets}
+
+    @property
+    def source_tables(self) -> frozenset[str]:
+        return frozenset(d.source_table for d in self.datasets)
+
+
+def ontology_catalog(*, ontology: Ontology) -> Catalog:
+    datasets = ontology.datasets.order_by("name").prefetch_related("fields")
+    relationships = ontology.relationships.select_related("from_field__dataset", "to_field__dataset")
+    return Catalog(
+        ontology_id=str(ontology.pk),
+        name=ontology.name,
+        description=ontology.description,
+        dialect=ontology.data_source.kind,
+        datasets=tuple(
+            CatalogDataset(
+                name=d.name,
+                description=d.description,
+                source_table=d.source_table,
+                fields=tuple(
+                    CatalogField(
+                        name=f.name, type=f.type, description=f.description, source_column=f.source_column
+                    )
+                    for f in d.fields.all()
+                ),
+            )
+            for d in datasets
+        ),
+        joins=tuple(
+            CatalogJoin(
+                from_dataset=r.from_field.dataset.name,
+                from_column=r.from_field.source_column,
+                to_dataset=r.to_field.dataset.name,
+                to_column=r.to_field.source_column,
+            )
+            for r in relationships
+        ),
+    )
+
+
+def agent_preference_get(*, user_id: int, tenant_id: int) -> AgentPreference:
+    """The person's preferences in this tenant; an unsaved blank one when they have set none."""
+    found = AgentPreference.objects.filter(user_id=user_id, tenant_id=tenant_id).first()
+    return found or AgentPreference(user_id=user_id, tenant_id=tenant_id)

@@ -9,9 +9,10 @@ from urllib.parse import urlsplit
 from django.db import transaction
 
 from accounts.models import Tenant
-from data_agent.crypto import secret_encrypt
+from config.crypto import secret_encrypt
 from data_agent.introspection import TableInfo, schema_read
 from data_agent.models import (
+    AgentPreference,
     Dataset,
     DatasetField,
     DataSource,
@@ -106,3 +107,20 @@ def _ontology_fill(
             source, target = fields.get((table.name, fk.column)), fields.get((fk.to_table, fk.to_column))
             if source is not None and target is not None:
                 Relationship.objects.create(ontology=ontology, from_field=source, to_field=target)
+
+
+def agent_preference_set(
+    *, user_id: int, tenant_id: int, default_time_period: str | None, notes: str | None
+) -> AgentPreference:
+    """Change a person's data agent preferences; None leaves a preference as it is, "" clears it."""
+    with transaction.atomic():
+        preference, _ = AgentPreference.objects.select_for_update().get_or_create(
+            user_id=user_id, tenant_id=tenant_id
+        )
+        if default_time_period is not None:
+            preference.default_time_period = default_time_period.strip()
+        if notes is not None:
+            preference.notes = notes.strip()
+        preference.full_clean()
+        preference.save()
+    return preference

@@ -51,3 +51,17 @@ async def client_elicit(ctx: Context, *, message: str, schema: dict[str, Any]) -
         return await session.elicit_form(message, schema, related_request_id=ctx.request_context.request_id)
     except NoBackChannelError:
         raise ToolError(NO_BACK_CHANNEL) from None
+
+
+async def client_elicit_optional(
+    ctx: Context, *, message: str, schema: dict[str, Any]
+) -> ElicitResult | None:
+    """Like ``client_elicit``, but None where the user cannot be asked (no elicitation capability,
+    or a protocol version without a back-channel), so a tool can fall back to asking in its result."""
+    session = ctx.request_context.session
+    if not session.check_client_capability(ClientCapabilities(elicitation=ElicitationCapability())):
+        return None
+    try:
+        return await session.elicit_form(message, schema, related_request_id=ctx.request_context.request_id)
+    except NoBackChannelError:
+        return None

@@ -8,7 +8,9 @@ Counters and histograms (``prometheus_client``):
 * ``gatehouse_resource_reads_total{tenant,outcome}``, the same for ``resources/read``;
 * ``gatehouse_oauth_events_total{event,outcome}``: logins, consents, client registrations, tokens;
 * ``gatehouse_rate_limit_refusals_total{scope}``;
-* ``gatehouse_sessions_events_total{event}``: MCP sessions created and terminated.
+* ``gatehouse_sessions_events_total{event}``: MCP sessions created and terminated;
+* ``gatehouse_llm_calls_total{model,purpose,outcome}`` and ``gatehouse_llm_tokens_total{model,
+  purpose,direction}``: language model calls (``metrics_llm_call``, from ``language_models``).
 
 ``gatehouse_mcp_sessions_active{tenant}`` is not counted but read from the database at each scrape
 (``McpSession`` rows not terminated and seen within ``SESSION_IDLE_SECONDS``), so it is right
@@ -79,6 +81,14 @@ OAUTH_EVENTS = Counter(
 )
 RATE_LIMIT_REFUSALS = Counter("gatehouse_rate_limit_refusals", "Requests refused by a rate limit.", ["scope"])
 SESSION_EVENTS = Counter("gatehouse_sessions_events", "MCP sessions created and terminated.", ["event"])
+LLM_CALLS = Counter(
+    "gatehouse_llm_calls", "Language model calls, by outcome (ok or error).", ["model", "purpose", "outcome"]
+)
+LLM_TOKENS = Counter(
+    "gatehouse_llm_tokens",
+    "Tokens sent to (prompt) and received from (completion) language models.",
+    ["model", "purpose", "direction"],
+)
 
 _OAUTH_ACTIONS = frozenset(
     action.value
@@ -134,6 +144,17 @@ def _observe(entry: AuditEntry) -> None:
         OAUTH_EVENTS.labels(action, outcome).inc()
     elif action in _SESSION_EVENTS:
         SESSION_EVENTS.labels(_SESSION_EVENTS[action]).inc()
+
+
+def metrics_llm_call(
+    *, model: str, purpose: str, outcome: str, prompt_tokens: int = 0, completion_tokens: int = 0
+) -> None:
+    """Count one language model call. Model strings come from operators, so the label set stays small."""
+    LLM_CALLS.labels(model, purpose, outcome).inc()
+    if prompt_tokens:
+        LLM_TOKENS.labels(model, purpose, "prompt").inc(prompt_tokens)
+    if completion_tokens:
+        LLM_TOKENS.labels(model, purpose, "completion").inc(completion_tokens)
 
 
 def _tool_label(name: str) -> str:

@@ -9,8 +9,9 @@ from django.utils import timezone
 from oauth2_provider.models import Application
 
 from accounts.models import Membership, RememberedConsent, Role, Tenant, User
-from data_agent.crypto import secret_encrypt
+from config.crypto import secret_encrypt
 from data_agent.models import (
+    AgentPreference,
     Dataset,
     DatasetField,
     DataSource,
@@ -19,6 +20,7 @@ from data_agent.models import (
     OntologyStatus,
     Relationship,
 )
+from language_models.models import LanguageModel
 from mcp_gateway.models import (
     AuditAction,
     AuditEvent,
@@ -250,3 +252,28 @@ class RelationshipFactory(factory.django.DjangoModelFactory[Relationship]):
             dataset=DatasetFactory.create(ontology=o.from_field.dataset.ontology)
         )
     )
+
+
+class LanguageModelFactory(factory.django.DjangoModelFactory[LanguageModel]):
+    """A tenant's model; pass ``api_key`` for a stored (encrypted) key."""
+
+    class Meta:
+        model = LanguageModel
+        exclude = ("api_key",)
+
+    tenant = factory.SubFactory(TenantFactory)
+    name = factory.Sequence(lambda n: f"model-{n}")
+    model = "openai/gpt-4o-mini"
+    api_key = ""
+    api_key_encrypted = factory.LazyAttribute(
+        lambda o: secret_encrypt(plaintext=o.api_key) if o.api_key else ""
+    )
+
+
+class AgentPreferenceFactory(factory.django.DjangoModelFactory[AgentPreference]):
+    class Meta:
+        model = AgentPreference
+
+    user = factory.SubFactory(UserFactory)
+    tenant = factory.SubFactory(TenantFactory)
+    default_time_period = "last 12 months"

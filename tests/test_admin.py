@@ -18,17 +18,20 @@ from django.utils import timezone
 from oauth2_provider.models import Application, get_id_token_model
 
 from accounts.models import Membership, RememberedConsent, Tenant, User
-from data_agent.models import Dataset, DataSource, Ontology
+from data_agent.models import AgentPreference, Dataset, DataSource, Ontology
+from language_models.models import LanguageModel
 from mcp_gateway.models import AuditEvent, McpSession, RateLimitRule, TenantToolset
 from oauth.models import AccessToken, Grant, RedirectUriPattern, RefreshToken
 from tests.admin_support import admin_url
 from tests.factories import (
     AccessTokenFactory,
+    AgentPreferenceFactory,
     ApplicationFactory,
     AuditEventFactory,
     DatasetFactory,
     DataSourceFactory,
     GrantFactory,
+    LanguageModelFactory,
     McpSessionFactory,
     MembershipFactory,
     OntologyFactory,
@@ -72,6 +75,8 @@ MAKERS: dict[type[Model], Callable[[], Model]] = {
     DataSource: lambda: DataSourceFactory.create(),
     Ontology: lambda: OntologyFactory.create(),
     Dataset: lambda: DatasetFactory.create(),
+    LanguageModel: lambda: LanguageModelFactory.create(),
+    AgentPreference: lambda: AgentPreferenceFactory.create(),
 }
 REGISTERED = sorted(admin.site._registry, key=lambda model: model._meta.label)
 
@@ -161,13 +166,15 @@ def test_staff_without_permissions_are_refused(client, model):
     assert client.get(admin_url(model, "change", obj.pk)).status_code == 403
 
 
-# Actions tested in test_admin_oauth.py and test_admin_audit.py; delete_selected is tested here.
+# Actions tested in test_admin_oauth.py, test_admin_audit.py, test_data_sources.py and
+# test_language_models.py; delete_selected is tested here.
 CUSTOM_ACTIONS: dict[type[Model], set[str]] = {
     AccessToken: {"revoke_tokens"},
     RefreshToken: {"revoke_tokens"},
     McpSession: {"terminate"},
     AuditEvent: {"export_csv"},
     DataSource: {"generate_ontology"},
+    LanguageModel: {"test_model"},
 }
 
 

@@ -12,7 +12,7 @@ from django.core.management import call_command
 from django.db import connections
 from psycopg import sql
 
-from data_agent.crypto import env_fernet_key, secret_decrypt, secret_encrypt
+from config.crypto import env_fernet_key, secret_decrypt, secret_encrypt
 from data_agent.models import DataSource, Ontology, OntologyStatus
 from data_agent.sample import (
     DATA_SOURCE_NAME,

@@ -12,6 +12,8 @@ from django.db.models import Max
 from oauth2_provider.models import Application
 
 from accounts.models import Membership, Tenant, User
+from data_agent.models import AgentPreference
+from language_models.models import LanguageModel
 from mcp_gateway.models import TenantToolset
 from oauth.models import AccessToken
 from tests.e2e.harness import DEMO_PASSWORD, Browser, DaphneServer
@@ -137,7 +139,7 @@ def _in_own_thread(work):
     return outcome.get("value")
 
 
-_CLEANED_MODELS = [AccessToken, Application, Membership, User, Tenant]
+_CLEANED_MODELS = [LanguageModel, AgentPreference, AccessToken, Application, Membership, User, Tenant]
 
 
 @pytest.fixture

@@ -37,7 +37,7 @@ E2E_RATE_LIMIT_PREFIX = "gatehouse-e2e-" + secrets.token_hex(6)
 
 
 def _data_source_key() -> str:
-    from data_agent.crypto import encryption_key
+    from config.crypto import encryption_key
 
     return encryption_key()
 
@@ -86,6 +86,7 @@ class DaphneServer:
             "REDIS_URL": os.environ.get("TEST_REDIS_URL", "redis://127.0.0.1:6379/0"),
             "RATE_LIMIT_KEY_PREFIX": E2E_RATE_LIMIT_PREFIX,
             "RATE_LIMIT_TOOL": "none",
+            "RATE_LIMIT_TOOL_EXPENSIVE": "none",
             "RATE_LIMIT_RESOURCE_READ": "none",
             "RATE_LIMIT_AUTHORIZE": "none",
             "RATE_LIMIT_LOGIN": "none",

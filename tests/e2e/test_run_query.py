@@ -66,7 +66,7 @@ async def test_a_result_past_10000_rows_is_cut_and_says_so(server, acme_sales):
     answer = result.structured_content
     assert answer is not None
     assert (answer["rowCount"], len(answer["rows"]), answer["truncated"]) == (10_000, 10_000, True)
-    assert "10,000 of more rows shown" in result.content[0].text  # type: ignore[union-attr]
+    assert "The first 10,000 rows are shown: the result had more" in result.content[0].text  # type: ignore[union-attr]
 
 
 async def test_a_write_is_refused_as_invalid_input(server, acme_sales):

@@ -95,7 +95,14 @@ async def test_the_sdk_client_works_through_a_round_robin_balancer(server, secon
         tools = await client.list_tools()
     assert all(r.structured_content and r.structured_content["user"]["username"] == "alice" for r in results)
     # The demo turns the data agent on for acme.
-    assert {tool.name for tool in tools.tools} == {"whoami", "set_display_name", "run_query"}
+    assert {tool.name for tool in tools.tools} == {
+        "whoami",
+        "set_display_name",
+        "ask_question",
+        "run_query",
+        "get_data_preferences",
+        "set_data_preferences",
+    }
     assert set(balancer.served) == {server.port, second_server.port}
 
 

@@ -18,7 +18,14 @@ async def test_the_sdk_client_signs_in_consents_and_calls_whoami(server):
     async with sdk_client(server, alice) as (client, storage):
         tools = await client.list_tools()
         # The demo turns the data agent on for acme.
-        assert {tool.name for tool in tools.tools} == {"whoami", "set_display_name", "run_query"}
+        assert {tool.name for tool in tools.tools} == {
+            "whoami",
+            "set_display_name",
+            "ask_question",
+            "run_query",
+            "get_data_preferences",
+            "set_data_preferences",
+        }
         whoami = next(tool for tool in tools.tools if tool.name == "whoami")
         assert whoami.output_schema is not None
 

@@ -9,9 +9,12 @@ from django.db import transaction
 
 from accounts.models import Role
 from accounts.services import membership_ensure, tenant_ensure, user_ensure
+from config.env import env_optional
 from data_agent.sample import sample_database_ensure
+from language_models.services import language_model_ensure_default
 
 DEMO_TENANTS = [("acme", "Acme"), ("globex", "Globex")]
+DEMO_MODEL_NAME = "Demo model"
 DEMO_USERS = [("alice", "acme", Role.ADMIN), ("bob", "acme", Role.VIEWER), ("carol", "globex", Role.ADMIN)]
 
 
@@ -20,6 +23,8 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         password = os.environ.get("DEMO_PASSWORD") or ""
+        # A litellm model string; the provider's key comes from its usual variable (OPENAI_API_KEY...).
+        demo_model = env_optional("DEMO_LLM_MODEL")
         generated = not password
         if generated:
             password = secrets.token_urlsafe(12)
@@ -31,6 +36,8 @@ class Command(BaseCommand):
                 if user.check_password(password):
                     created.append(username)
                 membership_ensure(user=user, tenant=tenants[tenant_slug], role=role)
+            if demo_model:
+                language_model_ensure_default(tenant=tenants["acme"], name=DEMO_MODEL_NAME, model=demo_model)
         # Outside the transaction: the sample database is filled over connections of its own.
         ontology = sample_database_ensure(tenant=tenants["acme"])
         self.stdout.write(
@@ -39,6 +46,8 @@ class Command(BaseCommand):
         self.stdout.write(
             "Demo tenants: acme, globex. Users: alice (acme admin), bob (acme viewer), carol (globex admin)."
         )
+        if demo_model:
+            self.stdout.write(f"Language model for acme: {demo_model} ({DEMO_MODEL_NAME!r}, the default).")
         if generated and created:
             self.stdout.write(f"Generated password for {', '.join(created)}: {password}")
         elif generated:

@@ -1,4 +1,4 @@
-"""Encryption of data source URLs (they carry credentials) with Fernet.
+"""Encryption of stored credentials (data source URLs, language model API keys) with Fernet.
 
 The key is ``DATA_SOURCE_ENCRYPTION_KEY`` (a Fernet key: 32 url-safe base64 bytes). Without it, a
 key is derived from ``SECRET_KEY`` with HKDF, so development needs no extra setting; production
@@ -22,7 +22,7 @@ from django.core.exceptions import ImproperlyConfigured
 from config.env import env_optional
 
 HKDF_INFO = b"gatehouse data source url encryption"
-UNDECRYPTABLE = "The stored URL cannot be decrypted with the current key; enter it again in the admin."
+UNDECRYPTABLE = "The stored secret cannot be decrypted with the current key; enter it again in the admin."
 
 
 def env_fernet_key(name: str) -> str | None:

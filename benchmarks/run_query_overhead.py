@@ -1,0 +1,509 @@
+"""What `run_query` costs over running the same SQL straight against the database.
+
+    .venv/bin/python benchmarks/run_query_overhead.py [--iterations 300]
+
+Prepares its own PostgreSQL database (BENCH_DATABASE_URL, default
+postgres://postgres@127.0.0.1:5432/gatehouse_bench_rq: migrated, then `bootstrap_demo`, which fills
+acme's sample sales database and its ready "Acme sales" ontology), starts Gatehouse under Daphne
+as shipped (auditing on; rate limits off so the loop is never refused) and mints alice (acme admin)
+an access token as the OAuth flow would have issued it. Then, for each query below, one at a time
+(concurrency 1), it times:
+
+- raw SQL with psycopg: on one connection opened once, and on a fresh connection per query (what
+  `run_query` does: `data_agent/executor.py` connects, runs and closes on every call);
+- the parts `run_query` adds, in this process: the catalogue lookup (the ontology, its data source
+  URL and tables, as the tool reads them), the SQL gate (`sql_gate_check`, sqlglot), the executor
+  (`query_execute`: read-only transaction, statement timeout, server-side cursor, JSON-safe values)
+  and the lineage;
+- `run_query` end to end: through the official MCP SDK client over HTTP, and as raw JSON-RPC POSTs
+  (aiohttp), which leaves out the SDK client's own work (of which the check of each answer against
+  the tool's output schema, timed alone with jsonschema as the client runs it); and `whoami`, a tool
+  that does nothing, as the MCP round trip every call pays.
+
+Iterations are spread over rounds that alternate between the measurements, so a noisy neighbour
+hurts them all alike. Prints p50, p95 and mean latencies in ms and the overhead's breakdown. A
+measurement, not a test: it asserts nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import secrets
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from datetime import timedelta
+from functools import partial
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import aiohttp
+import httpx2
+import psycopg
+from cryptography.fernet import Fernet
+from jsonschema.validators import validator_for
+from mcp.client import Client
+from mcp.client.streamable_http import streamable_http_client
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+PYTHON = sys.executable
+PROTOCOL_VERSION = "2025-11-25"
+SCOPES = "mcp:read mcp:write ontologies:read data_agent:write"
+ROUNDS = 5
+WARMUP = 3
+
+REVENUE_BY_REGION = (
+    "SELECT r.name AS region, count(DISTINCT o.id) AS orders, sum(l.quantity * l.unit_price) AS revenue"
+    " FROM orders o JOIN customers c ON c.id = o.customer_id JOIN regions r ON r.id = c.region_id"
+    " JOIN order_lines l ON l.order_id = o.id"
+    " WHERE o.order_date >= '2025-01-01' AND o.order_date < '2026-01-01'"
+    " GROUP BY r.name ORDER BY r.name"
+)
+POINT_LOOKUP = "SELECT id, name, email, segment, region_id, signup_date FROM customers WHERE id = 42"
+EVERY_ORDER_LINE = "SELECT id, order_id, product_id, quantity, unit_price FROM order_lines ORDER BY id"
+
+
+@dataclass(frozen=True)
+class Query:
+    label: str
+    sql: str
+    # The large result is slow end to end; it runs this fraction of --iterations.
+    share: float = 1.0
+
+
+QUERIES = [
+    Query("revenue by region (4-table join, 6 rows)", REVENUE_BY_REGION),
+    Query("point lookup (1 row)", POINT_LOOKUP),
+    Query("every order line (~5,000 rows)", EVERY_ORDER_LINE, share=0.2),
+]
+
+
+@dataclass
+class Samples:
+    seconds: list[float] = field(default_factory=list)
+
+    def p50(self) -> float:
+        return statistics.median(self.seconds) * 1000
+
+    def p95(self) -> float:
+        ordered = sorted(self.seconds)
+        return ordered[min(len(ordered) - 1, int(len(ordered) * 0.95))] * 1000
+
+    def mean(self) -> float:
+        return statistics.fmean(self.seconds) * 1000
+
+    def cell(self) -> str:
+        return f"{self.p50():.2f} / {self.p95():.2f} / {self.mean():.2f}"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def wait_for(port: int, process: subprocess.Popen[bytes], timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"Daphne on port {port} exited early")
+        with socket.socket() as sock:
+            if sock.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.1)
+    raise RuntimeError(f"Daphne on port {port} did not start")
+
+
+def prepare_database(env: dict[str, str]) -> None:
+    name = urlsplit(env["DATABASE_URL"]).path.lstrip("/")
+    admin = env["DATABASE_URL"].replace(f"/{name}", "/postgres", 1)
+    with psycopg.connect(admin, autocommit=True) as conn:
+        if not conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", [name]).fetchone():
+            conn.execute(f'CREATE DATABASE "{name}"')
+    # bootstrap_demo also stores the sample database's URL again, encrypted under this run's key.
+    for command in (["migrate", "--noinput", "-v0"], ["bootstrap_demo"]):
+        subprocess.run(
+            [PYTHON, "manage.py", *command], cwd=BASE_DIR, env=env, check=True, capture_output=True
+        )
+
+
+def django_setup(env: dict[str, str]) -> None:
+    os.environ.update(env)
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+    sys.path.insert(0, str(BASE_DIR))
+    import django
+
+    django.setup()
+
+
+def mint_token(resource: str) -> str:
+    """An access token for alice in acme with the data agent's scopes, as the OAuth flow issues it."""
+    from django.utils import timezone
+    from oauth2_provider.models import Application
+
+    from accounts.models import Tenant, User
+    from oauth.models import AccessToken
+
+    application, _ = Application.objects.get_or_create(
+        name="benchmark",
+        defaults={
+            "client_type": Application.CLIENT_PUBLIC,
+            "authorization_grant_type": Application.GRANT_AUTHORIZATION_CODE,
+            "redirect_uris": "http://127.0.0.1:9/callback",
+        },
+    )
+    token = secrets.token_urlsafe(30)
+    AccessToken.objects.create(
+        user=User.objects.get(username="alice"),
+        tenant=Tenant.objects.get(slug="acme"),
+        application=application,
+        token=token,
+        scope=SCOPES,
+        expires=timezone.now() + timedelta(hours=1),
+        resource=[resource],
+    )
+    return token
+
+
+@dataclass(frozen=True)
+class Sample:
+    """Acme's ready ontology and what the tool reads about it."""
+
+    tenant_id: int
+    ontology_id: str
+    url: str
+    allowed_tables: frozenset[str]
+    datasets_by_table: dict[str, str]
+
+
+def acme_sample() -> Sample:
+    from data_agent.models import Ontology
+    from data_agent.sample import ONTOLOGY_NAME
+    from data_agent.selectors import data_source_url, ontology_datasets, ontology_source_tables
+
+    ontology = Ontology.objects.select_related("data_source").get(tenant__slug="acme", name=ONTOLOGY_NAME)
+    return Sample(
+        tenant_id=ontology.tenant_id,
+        ontology_id=str(ontology.pk),
+        url=data_source_url(data_source=ontology.data_source),
+        allowed_tables=ontology_source_tables(ontology=ontology),
+        datasets_by_table={d.source_table: d.name for d in ontology_datasets(ontology=ontology)},
+    )
+
+
+class RawHttp:
+    """One 2025-11-25 MCP session driven with plain JSON-RPC POSTs: no SDK client on this side."""
+
+    def __init__(self, http: aiohttp.ClientSession, url: str, token: str) -> None:
+        self.http = http
+        self.url = url
+        self.headers = {
+            "accept": "application/json, text/event-stream",
+            "content-type": "application/json",
+            "authorization": f"Bearer {token}",
+        }
+        self.next_id = 1
+
+    async def post(self, message: dict[str, Any]) -> bytes:
+        async with self.http.post(self.url, data=json.dumps(message), headers=self.headers) as response:
+            body = await response.read()
+            if response.status not in (200, 202):
+                raise RuntimeError(f"HTTP {response.status}: {body[:300]!r}")
+            if "mcp-session-id" in response.headers:
+                self.headers["mcp-session-id"] = response.headers["mcp-session-id"]
+            return body
+
+    async def open(self) -> None:
+        await self.post(
+            {
+                "jsonrpc": "2.0",
+                "id": 0,
+                "method": "initialize",
+                "params": {
+                    "protocolVersion": PROTOCOL_VERSION,
+                    "capabilities": {},
+                    "clientInfo": {"name": "bench", "version": "1"},
+                },
+            }
+        )
+        self.headers["mcp-protocol-version"] = PROTOCOL_VERSION
+        await self.post({"jsonrpc": "2.0", "method": "notifications/initialized"})
+
+    async def call(self, name: str, arguments: dict[str, Any]) -> None:
+        self.next_id += 1
+        body = await self.post(
+            {
+                "jsonrpc": "2.0",
+                "id": self.next_id,
+                "method": "tools/call",
+                "params": {"name": name, "arguments": arguments},
+            }
+        )
+        if b'"result"' not in body or b'"isError":true' in body:
+            raise RuntimeError(f"{name} failed: {body[:300]!r}")
+
+
+Step = Callable[[], Awaitable[object]]
+
+
+def list_errors(validator: Any, content: dict[str, Any]) -> list[Any]:
+    return list(validator.iter_errors(content))
+
+
+def sync_step(func: Callable[[], object]) -> Step:
+    async def step() -> object:
+        return func()
+
+    return step
+
+
+async def measure(steps: dict[str, Step], count: int, results: dict[str, Samples]) -> None:
+    """One round: every step ``count`` times in turn, each call timed."""
+    for name, step in steps.items():
+        samples = results.setdefault(name, Samples())
+        for _ in range(count):
+            started = time.perf_counter()
+            await step()
+            samples.seconds.append(time.perf_counter() - started)
+
+
+def query_steps(
+    query: Query, sample: Sample, client: Client, raw_http: RawHttp, once: psycopg.Connection[Any]
+) -> dict[str, Step]:
+    from data_agent.executor import query_execute
+    from data_agent.lineage import lineage_from_query
+    from data_agent.query_tool import _source_for_query
+    from data_agent.sql_gate import sql_gate_check
+    from mcp_gateway.db import db_call
+
+    gated = sql_gate_check(sql=query.sql, dialect="postgres", allowed_tables=sample.allowed_tables)
+    arguments = {"ontologyId": sample.ontology_id, "sql": query.sql}
+
+    def raw_fresh() -> object:
+        with psycopg.connect(sample.url, autocommit=True) as conn:
+            return conn.execute(query.sql).fetchall()
+
+    async def catalogue() -> object:
+        # Exactly as the tool runs it: on Django's worker thread, after its connection health check.
+        return await db_call(_source_for_query, tenant_id=sample.tenant_id, ontology_id=sample.ontology_id)
+
+    async def sdk() -> None:
+        result = await client.call_tool("run_query", arguments)
+        if result.is_error:
+            raise RuntimeError(f"run_query failed: {result.content}")
+
+    return {
+        "raw_once": sync_step(lambda: once.execute(query.sql).fetchall()),
+        "raw_fresh": sync_step(raw_fresh),
+        "catalogue": catalogue,
+        "gate": sync_step(
+            lambda: sql_gate_check(sql=query.sql, dialect="postgres", allowed_tables=sample.allowed_tables)
+        ),
+        "executor": sync_step(lambda: query_execute(url=sample.url, kind="postgres", sql=gated.sql)),
+        "lineage": sync_step(lambda: lineage_from_query(gated, datasets_by_table=sample.datasets_by_table)),
+        "run_query_sdk": sdk,
+        "run_query_http": lambda: raw_http.call("run_query", arguments),
+    }
+
+
+async def benchmark(
+    *, mcp_url: str, token: str, sample: Sample, iterations: int
+) -> tuple[dict[str, dict[str, Samples]], dict[str, Samples], dict[str, int]]:
+    results: dict[str, dict[str, Samples]] = {query.label: {} for query in QUERIES}
+    floor: dict[str, Samples] = {}
+    sizes: dict[str, int] = {}
+    headers = {"authorization": f"Bearer {token}"}
+    async with (
+        httpx2.AsyncClient(headers=headers, timeout=60) as http,
+        Client(streamable_http_client(mcp_url, http_client=http), mode="legacy") as client,
+        aiohttp.ClientSession() as aio,
+    ):
+        raw_http = RawHttp(aio, mcp_url, token)
+        await raw_http.open()
+        with psycopg.connect(sample.url, autocommit=True) as once:
+            listed = await client.list_tools()
+            output_schema = next(t.output_schema for t in listed.tools if t.name == "run_query")
+            validator = validator_for(output_schema)(output_schema)
+            plans = []
+            for query in QUERIES:
+                steps = query_steps(query, sample, client, raw_http, once)
+                answer = await client.call_tool(
+                    "run_query", {"ontologyId": sample.ontology_id, "sql": query.sql}
+                )
+                content = answer.structured_content or {}
+                sizes[query.label] = content.get("rowCount", -1)
+                # What the SDK client does with every answer: check it against the tool's output schema.
+                steps["validation"] = sync_step(partial(list_errors, validator, content))
+                for step in steps.values():
+                    for _ in range(WARMUP):
+                        await step()
+                plans.append((query, steps))
+
+            async def whoami_sdk() -> None:
+                await client.call_tool("whoami", {})
+
+            floor_steps: dict[str, Step] = {
+                "whoami_http": lambda: raw_http.call("whoami", {}),
+                "whoami_sdk": whoami_sdk,
+            }
+            for step in floor_steps.values():
+                for _ in range(WARMUP):
+                    await step()
+            for _ in range(ROUNDS):
+                # Every measurement a round at a time, so a slow spell spreads over all of them.
+                for query, steps in plans:
+                    await measure(
+                        steps, max(1, round(iterations * query.share / ROUNDS)), results[query.label]
+                    )
+                await measure(floor_steps, max(1, iterations // ROUNDS), floor)
+    return results, floor, sizes
+
+
+def report(
+    results: dict[str, dict[str, Samples]], floor: dict[str, Samples], sizes: dict[str, int], iterations: int
+) -> None:
+    print(
+        f"\nrun_query vs raw SQL, concurrency 1, loopback, {os.cpu_count()} cores; "
+        f"--iterations {iterations}; p50 / p95 / mean in ms\n"
+    )
+    print(
+        "| query | rows | raw, one connection | raw, connection per query | run_query, SDK client "
+        "| run_query, raw HTTP | overhead p50 vs one conn. / vs conn. per query |"
+    )
+    print("|---|---:|---:|---:|---:|---:|---:|")
+    for label, samples in results.items():
+        once, fresh, sdk = samples["raw_once"], samples["raw_fresh"], samples["run_query_sdk"]
+        print(
+            f"| {label} | {sizes[label]:,} | {once.cell()} | {fresh.cell()} | {sdk.cell()} "
+            f"| {samples['run_query_http'].cell()} "
+            f"| {sdk.p50() - once.p50():+.2f} / {sdk.p50() - fresh.p50():+.2f} |"
+        )
+    print(
+        "\nwhoami, a tool that does nothing (the MCP round trip: HTTP, token, session, audit row): "
+        f"raw HTTP {floor['whoami_http'].cell()}, SDK client {floor['whoami_sdk'].cell()}"
+    )
+    print("\nWhere the overhead goes (p50 ms; in-process parts timed alone, differences of medians):\n")
+    print(
+        "| query | overhead | new connection | executor's extras | catalogue lookup | gate (sqlglot) "
+        "| lineage | MCP round trip | SDK client (of which output-schema check) | rest |"
+    )
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for label, samples in results.items():
+        p50 = {name: s.p50() for name, s in samples.items()}
+        overhead = p50["run_query_sdk"] - p50["raw_once"]
+        client_side = p50["run_query_sdk"] - p50["run_query_http"]
+        parts = [
+            p50["raw_fresh"] - p50["raw_once"],
+            p50["executor"] - p50["raw_fresh"],
+            p50["catalogue"],
+            p50["gate"],
+            p50["lineage"],
+            floor["whoami_http"].p50(),
+        ]
+        rest = overhead - sum(parts) - client_side
+        cells = [f"{part:.2f}" for part in parts]
+        cells += [f"{client_side:.2f} ({p50['validation']:.2f})", f"{rest:.2f}"]
+        print(f"| {label} | {overhead:.2f} | " + " | ".join(cells) + " |")
+    print(
+        "\noverhead: run_query through the SDK client minus raw SQL on one connection. new connection: "
+        "raw SQL on a connection per query minus on one connection. executor's extras: query_execute "
+        "minus raw SQL on a connection per query (read-only transaction, statement timeout, server-side "
+        "cursor, JSON-safe values). catalogue lookup: the tool's reads of the ontology through db_call. "
+        "MCP round trip: whoami over raw HTTP (HTTP, token, session, audit row). SDK client: run_query "
+        "through the SDK client minus over raw HTTP; the output-schema check is jsonschema's, timed "
+        "alone. rest: the server building, serializing and sending a bigger answer (and auditing a "
+        "bigger call), and noise."
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--iterations",
+        type=int,
+        default=300,
+        help="timed calls per measurement for the small queries; the 5,000-row query runs a fifth",
+    )
+    args = parser.parse_args()
+
+    port = free_port()
+    public = f"http://127.0.0.1:{port}"
+    env = {
+        **os.environ,
+        "DATABASE_URL": os.environ.get(
+            "BENCH_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/gatehouse_bench_rq"
+        ),
+        "SECRET_KEY": "benchmark-only-" + secrets.token_hex(8),
+        "PUBLIC_URL": public,
+        "DEMO_PASSWORD": "benchmark-password",
+        # This process encrypts nothing itself, but it and the server must read the stored URL.
+        "DATA_SOURCE_ENCRYPTION_KEY": Fernet.generate_key().decode(),
+        "REDIS_URL": os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/0"),
+        "RATE_LIMIT_KEY_PREFIX": "gatehouse-bench-rq-" + secrets.token_hex(4),
+        "RATE_LIMIT_TOOL": "none",
+        "RATE_LIMIT_TOOL_EXPENSIVE": "none",
+        "RATE_LIMIT_RESOURCE_READ": "none",
+        "MCP_SESSION_PURGE_INTERVAL_SECONDS": "0",
+        "LOG_LEVEL": "WARNING",
+    }
+    print("Preparing the database (migrate, bootstrap_demo)...", file=sys.stderr)
+    prepare_database(env)
+    django_setup(env)
+    token = mint_token(f"{public}/mcp")
+    sample = acme_sample()
+
+    # A SIGTERM to the benchmark still stops its server (through the finally below).
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    with tempfile.TemporaryFile() as log:
+        server = subprocess.Popen(
+            [
+                PYTHON,
+                "-m",
+                "daphne",
+                "-v",
+                "0",
+                "-b",
+                "127.0.0.1",
+                "-p",
+                str(port),
+                "config.asgi:application",
+            ],
+            cwd=BASE_DIR,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+        try:
+            wait_for(port, server)
+            print(f"Measuring ({args.iterations} iterations)...", file=sys.stderr)
+            results, floor, sizes = asyncio.run(
+                benchmark(mcp_url=f"{public}/mcp", token=token, sample=sample, iterations=args.iterations)
+            )
+        except BaseException:
+            log.seek(0)
+            sys.stderr.write(log.read()[-4000:].decode(errors="replace"))
+            raise
+        finally:
+            server.terminate()
+            try:
+                server.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                server.kill()
+                server.wait()
+    report(results, floor, sizes, args.iterations)
+
+
+if __name__ == "__main__":
+    main()

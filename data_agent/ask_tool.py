@@ -1,0 +1,210 @@
+"""``ask_question``: a plain-language question about a tenant's data, answered by the pipeline in
+``ask_pipeline`` with a narrative, chart specifications, the data's lineage and caveats.
+
+Thin on purpose: validation is the input schema's, the work is the pipeline's; this module reaches
+the person (progress, elicitation) and lays the outcome out as content and structured content.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Sequence
+from typing import Annotated, Any, Literal
+
+from django.conf import settings
+from mcp.server.mcpserver import Context
+from mcp_types import CallToolResult, TextContent
+from pydantic import BaseModel, Field, StringConstraints
+
+from data_agent.ask_pipeline import Outcome, QuestionRun, question_context_load
+from data_agent.ask_schemas import ClarifyingQuestion
+from data_agent.query_tool import UUID_PATTERN
+from data_agent.scopes import SCOPE_DATA_AGENT_WRITE, SCOPE_ONTOLOGIES_READ
+from mcp_gateway.client_requests import client_elicit_optional
+from mcp_gateway.db import db_call
+from mcp_gateway.errors import Timeout
+from mcp_gateway.identity import identity_from_context
+from mcp_gateway.registry import tool
+
+QUESTION_MAX_CHARS = 2000
+QUESTION_TIMEOUT_SECONDS: float = settings.GATEHOUSE["DATA_AGENT_QUESTION_TIMEOUT_SECONDS"]
+# Rows in the narrative's table and in structured content; the rest are counted, not sent.
+ROWS_IN_NARRATIVE = 20
+ROWS_IN_RESULT = 100
+CAVEAT_SIGN = "⚠️"
+CLARIFY_MESSAGE = "To answer this question, the data agent needs to know:"
+
+
+class AskAnswer(BaseModel):
+    status: Literal["answered", "clarification_needed", "cannot_answer"]
+    question: str
+    narrative: str = Field(description="The answer in markdown, with a table of the first rows.")
+    chartSpecs: dict[str, Any] | None = Field(
+        description='{"_type": "chart_specs", "charts": [...]}: bar and line charts carry categories '
+        "and series, pie charts slices, scatter charts points. Null when no chart helps."
+    )
+    lineage: dict[str, Any] | None = Field(
+        description='{"_type": "data_lineage", datasets, joins, filters, timeWindow, grain}'
+    )
+    caveats: list[str] = Field(description="What the verifier flagged about the result.")
+    assumptions: list[str] = Field(description="What the planner assumed to make the question precise.")
+    sql: str | None = Field(description="The query that ran, as the gate rebuilt it.")
+    columns: list[str]
+    rows: list[list[Any]] = Field(description=f"The first {ROWS_IN_RESULT} rows of the result.")
+    rowCount: int = Field(description="Rows the query returned (at most 10,000).")
+    truncated: bool = Field(description="True when the query had more rows than it returned.")
+    clarification: dict[str, Any] | None = Field(
+        description='{"_type": "clarification_request", "questions": [{question, suggestions}]}'
+    )
+    missingDatasets: list[str] = Field(description="When it cannot answer: the data it lacks.")
+    availableDatasets: list[str] = Field(description="The ontology's datasets.")
+
+
+class _ClientAsker:
+    """Progress notifications, and clarification by elicitation where the client offers it."""
+
+    def __init__(self, ctx: Context) -> None:
+        self.ctx = ctx
+
+    async def progress(self, step: int, total: int, message: str) -> None:
+        await self.ctx.report_progress(step, total, message)
+
+    async def clarify(self, questions: Sequence[ClarifyingQuestion]) -> list[tuple[str, str]] | None:
+        properties = {
+            f"answer{i}": {
+                "type": "string",
+                "title": q.question,
+                **({"description": f"For example: {'; '.join(q.suggestions)}"} if q.suggestions else {}),
+            }
+            for i, q in enumerate(questions, start=1)
+        }
+        schema = {"type": "object", "properties": properties, "required": list(properties)}
+        reply = await client_elicit_optional(self.ctx, message=CLARIFY_MESSAGE, schema=schema)
+        if reply is None or reply.action != "accept" or not reply.content:
+            return None
+        answers = [
+            (q.question, str(reply.content.get(f"answer{i}") or "").strip())
+            for i, q in enumerate(questions, start=1)
+        ]
+        return [(q, a) for q, a in answers if a] or None
+
+
+@tool(
+    name="ask_question",
+    title="Ask a question of your data",
+    description=(
+        "Answer a question about your tenant's data in plain language, from one ontology (see the "
+        "gatehouse://ontologies resource). Returns a markdown answer, chart specifications when a chart "
+        "helps, the data lineage (datasets, joins, filters, time window, grain) and caveats. When the "
+        "question is ambiguous it returns a clarification_request instead: ask the person, then ask "
+        "again with the answers folded into the question."
+    ),
+    scopes=[SCOPE_ONTOLOGIES_READ, SCOPE_DATA_AGENT_WRITE],
+    read_only=True,
+    # The run enforces its own limit with a clearer message; this is the backstop.
+    timeout_seconds=QUESTION_TIMEOUT_SECONDS + 15,
+    expensive=True,
+)
+async def ask_question(
+    ontologyId: Annotated[
+        str,
+        StringConstraints(pattern=UUID_PATTERN),
+        Field(description="The ontology's id, from the gatehouse://ontologies resource."),
+    ],
+    question: Annotated[
+        str,
+        StringConstraints(min_length=1, max_length=QUESTION_MAX_CHARS, pattern=r"\S"),
+        Field(description="The question, in plain language."),
+    ],
+    ctx: Context,
+) -> Annotated[CallToolResult, AskAnswer]:
+    identity = identity_from_context(ctx)
+    context = await db_call(
+        question_context_load, tenant_id=identity.tenant_id, user_id=identity.user_id, ontology_id=ontologyId
+    )
+    run = QuestionRun(context=context, asker=_ClientAsker(ctx))
+    try:
+        async with asyncio.timeout(QUESTION_TIMEOUT_SECONDS):
+            outcome = await run.answer(question.strip())
+    except TimeoutError:
+        raise Timeout(
+            f"The question took longer than {QUESTION_TIMEOUT_SECONDS:g} s to answer and was stopped "
+            f"(while: {run.phase.lower()}).",
+            data={"timeoutSeconds": QUESTION_TIMEOUT_SECONDS, "phase": run.phase},
+        ) from None
+    return answer_result(outcome)
+
+
+def answer_result(outcome: Outcome) -> CallToolResult:
+    """The outcome as content blocks (narrative, chart_specs, data_lineage, caveats, in that order)
+    and as structured content carrying the same data."""
+    result = outcome.result
+    answer = AskAnswer(
+        status=outcome.status,
+        question=outcome.question,
+        narrative="",
+        chartSpecs={"_type": "chart_specs", "charts": outcome.charts} if outcome.charts else None,
+        lineage=outcome.lineage,
+        caveats=outcome.caveats,
+        assumptions=outcome.assumptions,
+        sql=outcome.sql,
+        columns=result.columns if result else [],
+        rows=result.rows[:ROWS_IN_RESULT] if result else [],
+        rowCount=result.row_count if result else 0,
+        truncated=result.truncated if result else False,
+        clarification=None,
+        missingDatasets=outcome.missing,
+        availableDatasets=outcome.available,
+    )
+    blocks: list[str] = []
+    if outcome.status == "clarification_needed":
+        answer.clarification = {
+            "_type": "clarification_request",
+            "questions": [q.model_dump() for q in outcome.clarifications],
+        }
+        answer.narrative = "The question needs clarifying before it can be answered."
+        blocks.append(json.dumps(answer.clarification, ensure_ascii=False))
+    elif outcome.status == "cannot_answer":
+        answer.narrative = (
+            f"This cannot be answered from the datasets available. Missing: {'; '.join(outcome.missing)}. "
+            f"Available datasets: {', '.join(outcome.available) or 'none'}."
+        )
+        blocks.append(answer.narrative)
+    else:
+        answer.narrative = _narrative(outcome)
+        blocks.append(answer.narrative)
+        if answer.chartSpecs is not None:
+            blocks.append(json.dumps(answer.chartSpecs, ensure_ascii=False))
+        blocks.append(json.dumps(outcome.lineage, ensure_ascii=False))
+        if outcome.caveats:
+            blocks.append("\n".join(f"{CAVEAT_SIGN} {c}" for c in outcome.caveats))
+    return CallToolResult(
+        content=[TextContent(type="text", text=text) for text in blocks],
+        structured_content=answer.model_dump(mode="json"),
+    )
+
+
+def _narrative(outcome: Outcome) -> str:
+    result = outcome.result
+    if result is None or not result.columns:
+        return outcome.narrative
+    parts = [outcome.narrative, _markdown_table(result.columns, result.rows[:ROWS_IN_NARRATIVE])]
+    if result.row_count > ROWS_IN_NARRATIVE:
+        more = "more than " if result.truncated else ""
+        parts.append(f"_First {ROWS_IN_NARRATIVE} of {more}{result.row_count:,} rows._")
+    return "\n\n".join(p for p in parts if p)
+
+
+def _cell(value: Any) -> str:
+    text = "" if value is None else str(value)
+    return text.replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
+
+
+def _markdown_table(columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    lines = [
+        "| " + " | ".join(_cell(c) for c in columns) + " |",
+        "|" + "|".join(" --- " for _ in columns) + "|",
+        *("| " + " | ".join(_cell(v) for v in row) + " |" for row in rows),
+    ]
+    return "\n".join(lines)

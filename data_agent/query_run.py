@@ -1,0 +1,39 @@
+"""One client- or model-written query, start to finish: the gate, the executor and the lineage.
+
+sqlglot's parsing is CPU work and the executor's driver blocks, so callers run this in a worker
+thread (``asyncio.to_thread``) and the event loop keeps serving other requests meanwhile.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from data_agent.executor import QueryResult, query_execute
+from data_agent.lineage import lineage_from_query
+from data_agent.sql_gate import GatedQuery, sql_gate_check
+
+
+@dataclass(frozen=True)
+class QueryRun:
+    gated: GatedQuery
+    result: QueryResult
+    lineage: dict[str, Any]
+
+
+def query_gate_and_run(
+    *,
+    sql: str,
+    kind: str,
+    url: str,
+    allowed_tables: frozenset[str],
+    datasets_by_table: Mapping[str, str],
+) -> QueryRun:
+    """Raises InvalidInput when the gate or the database refuses the query, Timeout past the
+    statement timeout and Unavailable when the source cannot be reached."""
+    gated = sql_gate_check(sql=sql, dialect=kind, allowed_tables=allowed_tables)
+    result = query_execute(url=url, kind=kind, sql=gated.sql)
+    return QueryRun(
+        gated=gated, result=result, lineage=lineage_from_query(gated, datasets_by_table=datasets_by_table)
+    )

@@ -1,0 +1,126 @@
+"""Operators give each tenant its language model; the API key is write-only."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from asgiref.sync import async_to_sync
+from django import forms
+from django.contrib import admin, messages
+from django.db.models import QuerySet
+from django.http import HttpRequest
+
+from config.crypto import secret_encrypt
+from language_models.completion import llm_complete
+from language_models.models import API_BASE_HELP, LanguageModel
+from language_models.selectors import ModelConfig
+from mcp_gateway.errors import GatehouseError
+
+KEY_STORED = "Stored encrypted; never shown. Enter a new key to replace it."
+KEY_NONE = "None stored: litellm reads the provider's usual environment variable (OPENAI_API_KEY...)."
+KEY_HELP = (
+    "Leave blank to keep the stored key (or, for a new model, to use the provider's environment variable)."
+)
+KEY_BOTH = "Enter a new key or remove the stored one, not both."
+TEST_PROMPT = [{"role": "user", "content": "Reply with the single word OK."}]
+TEST_PURPOSE = "admin_test"
+TEST_PASSED = "{name}: {model} answered {text!r} ({tokens} tokens)."
+TEST_FAILED = "{name}: {message}"
+
+
+class LanguageModelForm(forms.ModelForm):
+    # Write-only: the stored key is never rendered back, not even in the password box.
+    api_key = forms.CharField(
+        label="API key",
+        required=False,
+        strip=True,
+        widget=forms.PasswordInput(render_value=False),
+        help_text=KEY_HELP,
+    )
+    remove_api_key = forms.BooleanField(label="Remove the stored key", required=False)
+    # Declared for assume_scheme: a bare host is read as https, as Django 6 will by default.
+    api_base = forms.URLField(
+        label="API base URL", required=False, max_length=200, assume_scheme="https", help_text=API_BASE_HELP
+    )
+
+    class Meta:
+        model = LanguageModel
+        fields = [
+            "tenant",
+            "name",
+            "model",
+            "api_base",
+            "is_default",
+            "temperature",
+            "max_output_tokens",
+            "request_timeout_seconds",
+        ]
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean() or {}
+        if cleaned.get("api_key") and cleaned.get("remove_api_key"):
+            self.add_error("remove_api_key", KEY_BOTH)
+        return cleaned
+
+
+@admin.register(LanguageModel)
+class LanguageModelAdmin(admin.ModelAdmin):
+    form = LanguageModelForm
+    list_display = ["name", "tenant", "model", "is_default", "updated"]
+    list_filter = ["tenant"]
+    list_select_related = ["tenant"]
+    search_fields = ["name", "model"]
+    readonly_fields = ["key_status", "created", "updated"]
+    actions = ["test_model"]
+
+    def get_fields(self, request: HttpRequest, obj: Any = None) -> Any:
+        key = ["key_status", "api_key", "remove_api_key"] if obj else ["api_key"]
+        return [
+            "tenant",
+            "name",
+            "model",
+            *key,
+            "api_base",
+            "is_default",
+            "temperature",
+            "max_output_tokens",
+            "request_timeout_seconds",
+            *(["created", "updated"] if obj else []),
+        ]
+
+    @admin.display(description="Stored API key")
+    def key_status(self, language_model: LanguageModel) -> str:
+        return KEY_STORED if language_model.api_key_encrypted else KEY_NONE
+
+    def save_model(self, request: HttpRequest, obj: LanguageModel, form: Any, change: bool) -> None:
+        if form.cleaned_data.get("api_key"):
+            obj.api_key_encrypted = secret_encrypt(plaintext=form.cleaned_data["api_key"])
+        elif form.cleaned_data.get("remove_api_key"):
+            obj.api_key_encrypted = ""
+        super().save_model(request, obj, form, change)
+
+    @admin.action(description="Test the model (a one-word prompt)", permissions=["change"])
+    def test_model(self, request: HttpRequest, queryset: QuerySet[LanguageModel]) -> None:
+        for language_model in queryset.select_related("tenant"):
+            try:
+                config = ModelConfig.from_language_model(language_model)
+                completion = async_to_sync(llm_complete)(
+                    config=config, messages=TEST_PROMPT, purpose=TEST_PURPOSE
+                )
+            except GatehouseError as error:
+                self.message_user(
+                    request,
+                    TEST_FAILED.format(name=language_model.name, message=error.message),
+                    messages.ERROR,
+                )
+                continue
+            self.message_user(
+                request,
+                TEST_PASSED.format(
+                    name=language_model.name,
+                    model=completion.model,
+                    text=completion.text[:200],
+                    tokens=completion.prompt_tokens + completion.completion_tokens,
+                ),
+                messages.SUCCESS,
+            )

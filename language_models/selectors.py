@@ -1,0 +1,73 @@
+"""Which language model a tenant's LLM calls use, with its key decrypted for the call."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from config.crypto import secret_decrypt
+from language_models.models import LanguageModel
+from mcp_gateway.errors import NotReady, Unavailable
+
+NO_MODEL_CONFIGURED = (
+    "No language model is configured for this tenant, so questions cannot be answered. An operator "
+    "can add one in the admin (Language models); run_query works without one."
+)
+NO_DEFAULT_MODEL = (
+    "This tenant has several language models and none is marked as the default, so questions cannot "
+    "be answered. An operator can mark one as the default in the admin (Language models); run_query "
+    "works without one."
+)
+
+KEY_UNDECRYPTABLE = (
+    "The language model's stored API key cannot be decrypted with the current encryption key. "
+    "An operator must enter it again in the admin (Language models)."
+)
+
+
+class NoModelConfigured(NotReady):
+    def __init__(self, message: str = NO_MODEL_CONFIGURED) -> None:
+        super().__init__(message, data={"reason": "no_model_configured"})
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """Everything one LLM call needs. The key stays out of ``repr`` (and so out of logs and tracebacks)."""
+
+    model: str
+    api_key: str | None = field(repr=False)
+    api_base: str | None
+    temperature: float
+    max_output_tokens: int
+    timeout_seconds: float
+
+    @classmethod
+    def from_language_model(cls, language_model: LanguageModel) -> ModelConfig:
+        api_key = None
+        if language_model.api_key_encrypted:
+            try:
+                api_key = secret_decrypt(token=language_model.api_key_encrypted)
+            except ValueError:
+                raise Unavailable(KEY_UNDECRYPTABLE, data={"reason": "llm_key_undecryptable"}) from None
+        return cls(
+            model=language_model.model,
+            api_key=api_key,
+            api_base=language_model.api_base or None,
+            temperature=language_model.temperature,
+            max_output_tokens=language_model.max_output_tokens,
+            timeout_seconds=float(language_model.request_timeout_seconds),
+        )
+
+
+def language_model_for_tenant(*, tenant_id: int) -> ModelConfig:
+    """The tenant's default model, else its only one; NoModelConfigured otherwise.
+
+    Synchronous ORM: async callers wrap it with ``mcp_gateway.db.db_call``.
+    """
+    default = LanguageModel.objects.filter(tenant_id=tenant_id, is_default=True).first()
+    if default is not None:
+        return ModelConfig.from_language_model(default)
+    # Two rows are enough to tell "exactly one" from "several".
+    candidates = list(LanguageModel.objects.filter(tenant_id=tenant_id).order_by("pk")[:2])
+    if len(candidates) == 1:
+        return ModelConfig.from_language_model(candidates[0])
+    raise NoModelConfigured(NO_DEFAULT_MODEL if candidates else NO_MODEL_CONFIGURED)
