@@ -155,9 +155,12 @@ class QuestionRun:
                 "Try again, rephrase the question, or write the SQL yourself with run_query."
             ) from None
 
-    async def answer(self, question: str) -> Outcome:
+    async def answer(self, question: str, *, clarifications: Sequence[tuple[str, str]] = ()) -> Outcome:
+        """``clarifications`` are the person's answers to an earlier round's questions (protocol
+        2026-07-28 asks between two calls): the planner gets them at once and is not asked to
+        clarify again."""
         started = time.monotonic()
-        outcome = await self._answer(question)
+        outcome = await self._answer(question, clarifications)
         logger.info(
             "Question answered: %s after %d model calls in %.1f s",
             outcome.status,
@@ -166,14 +169,14 @@ class QuestionRun:
         )
         return outcome
 
-    async def _answer(self, question: str) -> Outcome:
+    async def _answer(self, question: str, clarifications: Sequence[tuple[str, str]]) -> Outcome:
         catalog = self.context.catalog
         available = [d.name for d in catalog.datasets]
 
         await self._enter(1)
-        plan = await self._plan(question, clarifications=())
+        plan = await self._plan(question, clarifications=clarifications)
         if plan.action == "clarify" and plan.clarifications:
-            answers = await self.asker.clarify(plan.clarifications)
+            answers = None if clarifications else await self.asker.clarify(plan.clarifications)
             if not answers:
                 return Outcome("clarification_needed", question, clarifications=plan.clarifications)
             plan = await self._plan(question, clarifications=answers)

@@ -14,7 +14,15 @@ from typing import Annotated, Any, Literal
 
 from django.conf import settings
 from mcp.server.mcpserver import Context
-from mcp_types import CallToolResult, TextContent
+from mcp_types import (
+    CallToolResult,
+    ElicitRequest,
+    ElicitRequestFormParams,
+    ElicitResult,
+    InputRequiredResult,
+    TextContent,
+)
+from mcp_types.version import is_version_at_least
 from pydantic import BaseModel, Field, StringConstraints
 
 from data_agent.ask_pipeline import Outcome, QuestionRun, question_context_load
@@ -34,6 +42,8 @@ ROWS_IN_NARRATIVE = 20
 ROWS_IN_RESULT = 100
 CAVEAT_SIGN = "⚠️"
 CLARIFY_MESSAGE = "To answer this question, the data agent needs to know:"
+CLARIFY_INPUT = "clarify"
+INPUT_REQUIRED_VERSION = "2026-07-28"
 
 
 class AskAnswer(BaseModel):
@@ -61,33 +71,81 @@ class AskAnswer(BaseModel):
     availableDatasets: list[str] = Field(description="The ontology's datasets.")
 
 
+class _AskBetweenCalls(Exception):
+    """Protocol 2026-07-28 has no back-channel: the questions leave in an ``InputRequiredResult``
+    and the answers arrive with the client's next call."""
+
+    def __init__(self, questions: Sequence[ClarifyingQuestion]) -> None:
+        super().__init__("clarification needed")
+        self.questions = list(questions)
+
+
+def _between_calls(ctx: Context) -> bool:
+    version = ctx.protocol_version
+    return version is not None and is_version_at_least(version, INPUT_REQUIRED_VERSION)
+
+
+def _offers_forms(ctx: Context) -> bool:
+    capabilities = ctx.client_capabilities
+    elicitation = capabilities.elicitation if capabilities is not None else None
+    # A bare `elicitation: {}` (from before modes existed) means forms.
+    return elicitation is not None and (elicitation.form is not None or elicitation.url is None)
+
+
+def _clarify_schema(questions: Sequence[ClarifyingQuestion]) -> dict[str, Any]:
+    properties = {
+        f"answer{i}": {
+            "type": "string",
+            "title": q.question,
+            **({"description": f"For example: {'; '.join(q.suggestions)}"} if q.suggestions else {}),
+        }
+        for i, q in enumerate(questions, start=1)
+    }
+    return {"type": "object", "properties": properties, "required": list(properties)}
+
+
+def _answers(questions: Sequence[str], reply: ElicitResult | None) -> list[tuple[str, str]]:
+    if reply is None or reply.action != "accept" or not reply.content:
+        return []
+    answers = [
+        (q, str(reply.content.get(f"answer{i}") or "").strip()) for i, q in enumerate(questions, start=1)
+    ]
+    return [(q, a) for q, a in answers if a]
+
+
 class _ClientAsker:
     """Progress notifications, and clarification by elicitation where the client offers it."""
 
-    def __init__(self, ctx: Context) -> None:
+    def __init__(self, ctx: Context, *, may_ask: bool) -> None:
         self.ctx = ctx
+        self.may_ask = may_ask
 
     async def progress(self, step: int, total: int, message: str) -> None:
         await self.ctx.report_progress(step, total, message)
 
     async def clarify(self, questions: Sequence[ClarifyingQuestion]) -> list[tuple[str, str]] | None:
-        properties = {
-            f"answer{i}": {
-                "type": "string",
-                "title": q.question,
-                **({"description": f"For example: {'; '.join(q.suggestions)}"} if q.suggestions else {}),
-            }
-            for i, q in enumerate(questions, start=1)
-        }
-        schema = {"type": "object", "properties": properties, "required": list(properties)}
-        reply = await client_elicit_optional(self.ctx, message=CLARIFY_MESSAGE, schema=schema)
-        if reply is None or reply.action != "accept" or not reply.content:
+        if not self.may_ask:
             return None
-        answers = [
-            (q.question, str(reply.content.get(f"answer{i}") or "").strip())
-            for i, q in enumerate(questions, start=1)
-        ]
-        return [(q, a) for q, a in answers if a] or None
+        if _between_calls(self.ctx):
+            if not _offers_forms(self.ctx):
+                return None
+            raise _AskBetweenCalls(questions)
+        reply = await client_elicit_optional(
+            self.ctx, message=CLARIFY_MESSAGE, schema=_clarify_schema(questions)
+        )
+        return _answers([q.question for q in questions], reply) or None
+
+
+def _earlier_round(ctx: Context) -> tuple[bool, list[tuple[str, str]]]:
+    """Whether this call answers an earlier round's questions, and the answers given.
+
+    The SDK unseals ``requestState`` before the tool runs, so it is state this server minted for
+    this caller and these arguments, not something the client made up."""
+    if not ctx.request_state:
+        return False, []
+    questions = json.loads(ctx.request_state).get("questions", [])
+    reply = (ctx.input_responses or {}).get(CLARIFY_INPUT)
+    return True, _answers(questions, reply if isinstance(reply, ElicitResult) else None)
 
 
 @tool(
@@ -118,15 +176,25 @@ async def ask_question(
         Field(description="The question, in plain language."),
     ],
     ctx: Context,
-) -> Annotated[CallToolResult, AskAnswer]:
+) -> Annotated[CallToolResult, AskAnswer] | InputRequiredResult:
     identity = identity_from_context(ctx)
     context = await db_call(
         question_context_load, tenant_id=identity.tenant_id, user_id=identity.user_id, ontology_id=ontologyId
     )
-    run = QuestionRun(context=context, asker=_ClientAsker(ctx))
+    answered_before, clarifications = _earlier_round(ctx)
+    # One round of questions at most: a person who declined is not asked again.
+    run = QuestionRun(context=context, asker=_ClientAsker(ctx, may_ask=not answered_before))
     try:
         async with asyncio.timeout(QUESTION_TIMEOUT_SECONDS):
-            outcome = await run.answer(question.strip())
+            outcome = await run.answer(question.strip(), clarifications=clarifications)
+    except _AskBetweenCalls as asking:
+        request = ElicitRequestFormParams(
+            message=CLARIFY_MESSAGE, requested_schema=_clarify_schema(asking.questions)
+        )
+        return InputRequiredResult(
+            input_requests={CLARIFY_INPUT: ElicitRequest(params=request)},
+            request_state=json.dumps({"questions": [q.question for q in asking.questions]}),
+        )
     except TimeoutError:
         raise Timeout(
             f"The question took longer than {QUESTION_TIMEOUT_SECONDS:g} s to answer and was stopped "

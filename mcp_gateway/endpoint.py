@@ -33,6 +33,7 @@ from mcp_gateway.guard import RequestGuard, guarded_handler
 from mcp_gateway.identity import SCOPE_KEY as IDENTITY_KEY
 from mcp_gateway.registry import Registry, default_registry
 from mcp_gateway.relay import relay_build
+from mcp_gateway.request_state import request_state_security
 from mcp_gateway.sessions import session_purge, session_set_log_level
 from mcp_gateway.step_up import challenging_send
 
@@ -52,6 +53,7 @@ def server_build(*, registry: Registry) -> MCPServer:
         title="Gatehouse",
         version="0.1.0",
         instructions=INSTRUCTIONS,
+        request_state_security=request_state_security(),
     )
     # The SDK's OpenTelemetry middleware costs ~8% of the event loop per request even with no
     # exporter installed; Gatehouse has its own observability, so it is dropped.

@@ -20,7 +20,7 @@ from data_agent.models import Ontology
 from data_agent.sample import ONTOLOGY_NAME
 from data_agent.selectors import data_source_url
 from tests.e2e.conftest import _serve
-from tests.e2e.harness import E2E_RATE_LIMIT_PREFIX, DaphneServer, Person, sdk_client
+from tests.e2e.harness import E2E_RATE_LIMIT_PREFIX, DaphneServer, Person, RoundRobin, sdk_client
 from tests.factories import LanguageModelFactory
 
 pytestmark = pytest.mark.django_db
@@ -334,25 +334,87 @@ async def test_five_questions_a_minute_by_default(slow_server, acme_sales, tenan
     assert codes == [-32029] + [-32002] * 5, outcomes
 
 
-async def test_without_a_back_channel_the_clarification_comes_back_in_the_result(
-    ask_server, acme_sales, acme_model, script
+@pytest.fixture(scope="module")
+def second_ask_server(ask_server, database_url, tmp_path_factory, script_path) -> Iterator[DaphneServer]:
+    """A second replica of the ask server, behind the same public URL and reading the same script."""
+    yield from _serve(
+        tmp_path_factory,
+        database_url,
+        "ask-second",
+        public_url=ask_server.public_url,
+        LLM_MOCK_RESPONSES_FILE=str(script_path),
+    )
+
+
+async def test_on_2026_07_28_the_question_comes_back_between_two_calls_on_any_worker(
+    ask_server, second_ask_server, acme_sales, acme_model, script
 ):
-    # Protocol 2026-07-28 has no session to carry an elicitation request mid-call.
-    questions = [{"question": "Which period?", "suggestions": ["last quarter"]}]
-    script(planner={"action": "clarify", "clarifications": questions})
+    # No back-channel on 2026-07-28: the form rides an input_required result, and the client's
+    # second call (sent to the other replica here) carries the answer and the sealed state.
+    clarify = {
+        "action": "clarify",
+        "clarifications": [{"question": "Which period?", "suggestions": ["Q3 2025"]}],
+    }
+    script(
+        planner=[clarify, PLAN],
+        navigator=ROUTE,
+        sql_builder={"sql": REVENUE_BY_REGION},
+        verifier={"ok": True, "caveats": []},
+        explainer={"narrative": "Here are the totals.", "chart": None},
+    )
     asked: list[ElicitRequestParams] = []
 
     async def answer_form(context, params: ElicitRequestParams) -> ElicitResult:
         asked.append(params)
         return ElicitResult(action="accept", content={"answer1": "Q3 2025"})
 
-    async with sdk_client(ask_server, Person("alice"), mode="auto", elicitation_callback=answer_form) as (
+    balancer = RoundRobin([ask_server.port, second_ask_server.port])
+    async with sdk_client(
+        ask_server, Person("alice"), mode="auto", transport=balancer, elicitation_callback=answer_form
+    ) as (client, _):
+        result = await client.call_tool(
+            "ask_question", {"ontologyId": str(acme_sales.id), "question": "Sales by region?"}
+        )
+    assert len(asked) == 1
+    assert asked[0].requested_schema["properties"]["answer1"]["title"] == "Which period?"  # type: ignore[union-attr]
+    answer = result.structured_content
+    assert answer is not None
+    assert answer["status"] == "answered"
+    assert answer["rows"] == _direct(acme_sales, REVENUE_BY_REGION)
+
+
+async def test_on_2026_07_28_a_declined_form_is_not_asked_again(ask_server, acme_sales, acme_model, script):
+    clarify = {"action": "clarify", "clarifications": [{"question": "Which period?", "suggestions": []}]}
+    script(planner=clarify)
+    asked: list[ElicitRequestParams] = []
+
+    async def decline(context, params: ElicitRequestParams) -> ElicitResult:
+        asked.append(params)
+        return ElicitResult(action="decline")
+
+    async with sdk_client(ask_server, Person("alice"), mode="auto", elicitation_callback=decline) as (
         client,
         _,
     ):
         result = await client.call_tool(
-            "ask_question", {"ontologyId": str(acme_sales.id), "question": "How are sales?"}
+            "ask_question", {"ontologyId": str(acme_sales.id), "question": "Sales?"}
         )
-    assert asked == []
+    assert len(asked) == 1
     assert result.structured_content is not None
     assert result.structured_content["status"] == "clarification_needed"
+
+
+async def test_on_2026_07_28_a_client_without_forms_gets_the_request_in_the_result(
+    ask_server, acme_sales, acme_model, script
+):
+    questions = [{"question": "Which period?", "suggestions": ["last quarter"]}]
+    script(planner={"action": "clarify", "clarifications": questions})
+    async with sdk_client(ask_server, Person("alice"), mode="auto") as (client, _):
+        result = await client.call_tool(
+            "ask_question", {"ontologyId": str(acme_sales.id), "question": "Sales?"}
+        )
+    assert result.structured_content is not None
+    assert result.structured_content["clarification"] == {
+        "_type": "clarification_request",
+        "questions": questions,
+    }
