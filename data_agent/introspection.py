@@ -1,8 +1,8 @@
 """What a source database holds: tables, columns with their types, and foreign keys.
 
-PostgreSQL is read through ``information_schema`` with bound parameters; SQLite through its
-table-valued PRAGMA functions (``pragma_table_info(?)``), which take the table name as a bound
-parameter too. Both connections are read-only.
+PostgreSQL is read through ``information_schema`` (foreign keys through ``pg_catalog``) with bound
+parameters; SQLite through its table-valued PRAGMA functions (``pragma_table_info(?)``), which take
+the table name as a bound parameter too. Both connections are read-only.
 """
 
 from __future__ import annotations
@@ -29,15 +29,20 @@ _PG_COLUMNS = """
     WHERE table_schema = %s
     ORDER BY table_name, ordinal_position
 """
+# From pg_catalog, not information_schema: the latter shows constraints only to the tables' owner,
+# and a data source should connect as a role that may only read. unnest pairs the columns of a
+# multi-column key position by position.
 _PG_FOREIGN_KEYS = """
-    SELECT kcu.table_name, kcu.column_name, ccu.table_name, ccu.column_name
-    FROM information_schema.table_constraints tc
-    JOIN information_schema.key_column_usage kcu
-      ON kcu.constraint_name = tc.constraint_name AND kcu.constraint_schema = tc.constraint_schema
-    JOIN information_schema.constraint_column_usage ccu
-      ON ccu.constraint_name = tc.constraint_name AND ccu.constraint_schema = tc.constraint_schema
-    WHERE tc.constraint_type = 'FOREIGN KEY' AND tc.table_schema = %s
-    ORDER BY kcu.table_name, kcu.column_name
+    SELECT src.relname, src_col.attname, dst.relname, dst_col.attname
+    FROM pg_catalog.pg_constraint c
+    JOIN pg_catalog.pg_class src ON src.oid = c.conrelid
+    JOIN pg_catalog.pg_namespace n ON n.oid = src.relnamespace
+    JOIN pg_catalog.pg_class dst ON dst.oid = c.confrelid
+    CROSS JOIN LATERAL unnest(c.conkey, c.confkey) AS k(src_attnum, dst_attnum)
+    JOIN pg_catalog.pg_attribute src_col ON src_col.attrelid = c.conrelid AND src_col.attnum = k.src_attnum
+    JOIN pg_catalog.pg_attribute dst_col ON dst_col.attrelid = c.confrelid AND dst_col.attnum = k.dst_attnum
+    WHERE c.contype = 'f' AND n.nspname = %s
+    ORDER BY src.relname, src_col.attname
 """
 
 

@@ -7,6 +7,10 @@ generator, so every run builds the same data; a database already filled is left 
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import hmac
+import logging
 import random
 import sqlite3
 from collections.abc import Callable, Sequence
@@ -28,6 +32,8 @@ from data_agent.services import data_source_create, data_source_set_url, ontolog
 from mcp_gateway.db import psycopg_connect_kwargs
 from mcp_gateway.registry import default_registry
 from mcp_gateway.toolset_access import toolset_set_enabled
+
+logger = logging.getLogger(__name__)
 
 SEED = 20241101
 FIRST_ORDER_DATE = date(2024, 11, 1)
@@ -178,12 +184,49 @@ def _postgres_sample(*, name: str) -> SampleDatabase:
             # One transaction: a half-filled sample never counts as filled.
             with conn.cursor() as cursor:
                 _fill(cursor.execute, cursor.executemany, "%s")
-    user = quote(str(params.get("user") or ""), safe="")
-    password = params.get("password")
+    reader = _reader_role(params=params, database=name)
+    user, password = reader or (str(params.get("user") or ""), params.get("password"))
+    user = quote(user, safe="")
     auth = f"{user}:{quote(str(password), safe='')}@" if password else f"{user}@"
     host = params.get("host") or "127.0.0.1"
     port = params.get("port") or 5432
     return SampleDatabase(kind=DataSourceKind.POSTGRES, url=f"postgresql://{auth}{host}:{port}/{quote(name)}")
+
+
+CREATE_ROLE = sql.SQL("CREATE ROLE {} WITH LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE PASSWORD {}")
+ALTER_ROLE = sql.SQL("ALTER ROLE {} WITH LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE PASSWORD {}")
+
+
+def _reader_role(*, params: dict[str, Any], database: str) -> tuple[str, str] | None:
+    """A login role that may only read the sample's tables, and its password.
+
+    Defence in depth: the gate and the read-only transaction already stop writes, and this role
+    could not write even without them. Without the privilege to create roles, the sample falls
+    back to Gatehouse's own credentials (a warning says so)."""
+    role = f"{database}_reader"[:63]
+    # Derived, not random: every run sets the same password, so a URL stored by an earlier run
+    # (or rolled back in a test) stays right.
+    digest = hmac.new(
+        settings.SECRET_KEY.encode(), f"gatehouse sample reader {role}".encode(), hashlib.sha256
+    )
+    password = base64.urlsafe_b64encode(digest.digest()).decode().rstrip("=")
+    ident = sql.Identifier(role)
+    try:
+        with psycopg.connect(**{**params, "dbname": database, "autocommit": True}) as conn:
+            exists = conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", [role]).fetchone()
+            conn.execute((ALTER_ROLE if exists else CREATE_ROLE).format(ident, sql.Literal(password)))
+            conn.execute(
+                sql.SQL("GRANT CONNECT ON DATABASE {} TO {}").format(sql.Identifier(database), ident)
+            )
+            conn.execute(sql.SQL("GRANT USAGE ON SCHEMA public TO {}").format(ident))
+            conn.execute(sql.SQL("REVOKE CREATE ON SCHEMA public FROM {}").format(ident))
+            conn.execute(sql.SQL("GRANT SELECT ON ALL TABLES IN SCHEMA public TO {}").format(ident))
+    except psycopg.errors.InsufficientPrivilege:
+        logger.warning(
+            "Cannot create the read-only role %s; the sample uses Gatehouse's own credentials", role
+        )
+        return None
+    return role, password
 
 
 def sample_sqlite_create(*, path: Path) -> SampleDatabase:

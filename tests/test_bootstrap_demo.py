@@ -50,3 +50,26 @@ def test_without_a_password_it_generates_and_prints_one(monkeypatch, capsys):
     assert "Generated password" in output
     password = output.rsplit(": ", 1)[1].strip()
     assert User.objects.get(username="alice").check_password(password)
+
+
+def test_the_sample_is_read_through_a_role_that_cannot_write(monkeypatch):
+    import psycopg
+    from django.db import connection
+
+    from data_agent.models import DataSource
+    from data_agent.sample import DATA_SOURCE_NAME
+    from data_agent.selectors import data_source_url
+
+    monkeypatch.setenv("DEMO_PASSWORD", "a-demo-password")
+    call_command("bootstrap_demo")
+    url = data_source_url(data_source=DataSource.objects.get(tenant__slug="acme", name=DATA_SOURCE_NAME))
+    assert f"{connection.settings_dict['NAME']}_sample_acme_reader" in url
+    with psycopg.connect(url, autocommit=True) as reader:
+        assert reader.execute("SELECT count(*) FROM regions").fetchone() == (6,)
+        for statement in (
+            "DELETE FROM regions",
+            "CREATE TABLE stolen (id int)",
+            "UPDATE orders SET status = 'x'",
+        ):
+            with pytest.raises(psycopg.errors.InsufficientPrivilege):
+                reader.execute(statement)
