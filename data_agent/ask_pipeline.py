@@ -41,7 +41,7 @@ from data_agent.selectors import (
     ontology_catalog,
     ontology_get_ready,
 )
-from language_models.completion import llm_complete
+from language_models.completion import Completion, llm_complete
 from language_models.selectors import ModelConfig, language_model_for_tenant
 from mcp_gateway.errors import InvalidInput
 
@@ -68,6 +68,13 @@ class Asker(Protocol):
     async def clarify(self, questions: Sequence[ClarifyingQuestion]) -> list[tuple[str, str]] | None:
         """The person's answers, or None when they cannot be asked now (or declined)."""
         ...
+
+
+@dataclass
+class ModelUsage:
+    calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
 
 
 @dataclass(frozen=True)
@@ -126,7 +133,9 @@ class QuestionRun:
         self.context = context
         self.asker = asker
         self.phase = PHASES[0]
-        self.model_calls = 0
+        self.usage = ModelUsage()
+        # The SQL that last ran, whatever happens after it (for the audit trail).
+        self.sql: str | None = None
 
     async def _enter(self, step: int) -> None:
         self.phase = PHASES[step - 1]
@@ -134,8 +143,7 @@ class QuestionRun:
 
     async def _model(self, purpose: str, messages: prompts.Messages, reply: type[ReplyT]) -> ReplyT:
         """The model's answer as ``reply``; an unusable answer is sent back once with the problem."""
-        completion = await llm_complete(config=self.context.model, messages=messages, purpose=purpose)
-        self.model_calls += 1
+        completion = await self._complete(purpose, messages)
         try:
             return phase_reply_parse(completion.text, reply)
         except ReplyUnusable as problem:
@@ -145,8 +153,7 @@ class QuestionRun:
                 {"role": "assistant", "content": completion.text},
                 {"role": "user", "content": f"{problem} Reply with only the JSON object described."},
             ]
-        completion = await llm_complete(config=self.context.model, messages=retry, purpose=purpose)
-        self.model_calls += 1
+        completion = await self._complete(purpose, retry)
         try:
             return phase_reply_parse(completion.text, reply)
         except ReplyUnusable as problem:
@@ -154,6 +161,13 @@ class QuestionRun:
                 f"The language model's answer in phase '{self.phase}' could not be used, twice: {problem} "
                 "Try again, rephrase the question, or write the SQL yourself with run_query."
             ) from None
+
+    async def _complete(self, purpose: str, messages: prompts.Messages) -> Completion:
+        completion = await llm_complete(config=self.context.model, messages=messages, purpose=purpose)
+        self.usage.calls += 1
+        self.usage.prompt_tokens += completion.prompt_tokens
+        self.usage.completion_tokens += completion.completion_tokens
+        return completion
 
     async def answer(self, question: str, *, clarifications: Sequence[tuple[str, str]] = ()) -> Outcome:
         """``clarifications`` are the person's answers to an earlier round's questions (protocol
@@ -164,7 +178,7 @@ class QuestionRun:
         logger.info(
             "Question answered: %s after %d model calls in %.1f s",
             outcome.status,
-            self.model_calls,
+            self.usage.calls,
             time.monotonic() - started,
         )
         return outcome
@@ -265,7 +279,7 @@ class QuestionRun:
             built = await self._model("sql_builder", messages, SqlBuilderReply)
             await self._enter(4)
             try:
-                return await asyncio.to_thread(
+                run = await asyncio.to_thread(
                     query_gate_and_run,
                     sql=built.sql,
                     kind=context.source_kind,
@@ -273,6 +287,8 @@ class QuestionRun:
                     allowed_tables=context.catalog.source_tables,
                     datasets_by_table=context.catalog.datasets_by_table,
                 )
+                self.sql = run.gated.sql
+                return run
             except InvalidInput as refusal:
                 problem = _refusal_text(refusal)
                 if attempt == SQL_ATTEMPTS:

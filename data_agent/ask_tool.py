@@ -29,6 +29,7 @@ from data_agent.ask_pipeline import Outcome, QuestionRun, question_context_load
 from data_agent.ask_schemas import ClarifyingQuestion
 from data_agent.query_tool import UUID_PATTERN
 from data_agent.scopes import SCOPE_DATA_AGENT_WRITE, SCOPE_ONTOLOGIES_READ
+from mcp_gateway.audit_trail import audit_note
 from mcp_gateway.client_requests import client_elicit_optional
 from mcp_gateway.db import db_call
 from mcp_gateway.errors import Timeout
@@ -187,7 +188,9 @@ async def ask_question(
     try:
         async with asyncio.timeout(QUESTION_TIMEOUT_SECONDS):
             outcome = await run.answer(question.strip(), clarifications=clarifications)
+        audit_note(status=outcome.status, rowCount=outcome.result.row_count if outcome.result else None)
     except _AskBetweenCalls as asking:
+        audit_note(status="input_required")
         request = ElicitRequestFormParams(
             message=CLARIFY_MESSAGE, requested_schema=_clarify_schema(asking.questions)
         )
@@ -201,6 +204,15 @@ async def ask_question(
             f"(while: {run.phase.lower()}).",
             data={"timeoutSeconds": QUESTION_TIMEOUT_SECONDS, "phase": run.phase},
         ) from None
+    finally:
+        # Whatever the outcome: which SQL ran on the tenant's data, and what the model cost.
+        audit_note(
+            sql=run.sql,
+            phase=run.phase,
+            modelCalls=run.usage.calls,
+            promptTokens=run.usage.prompt_tokens,
+            completionTokens=run.usage.completion_tokens,
+        )
     return answer_result(outcome)
 
 

@@ -1,5 +1,5 @@
 """``run_query``: SQL a client planned itself, through the same gate, limits and lineage as
-``ask_question``, with no LLM. The audit middleware records every call; nothing to add here."""
+``ask_question``, with no LLM. The audit event of each call records the SQL as it ran."""
 
 from __future__ import annotations
 
@@ -21,6 +21,7 @@ from data_agent.selectors import (
     ontology_source_tables,
 )
 from data_agent.sql_gate import SQL_MAX_CHARS
+from mcp_gateway.audit_trail import audit_note
 from mcp_gateway.db import db_call
 from mcp_gateway.identity import identity_from_context
 from mcp_gateway.registry import tool
@@ -103,6 +104,7 @@ async def run_query(
         datasets_by_table=source.datasets_by_table,
     )
     result, lineage = run.result, run.lineage
+    audit_note(sql=run.gated.sql, rowCount=result.row_count, truncated=result.truncated)
     answer = QueryAnswer(
         columns=result.columns,
         rows=result.rows,

@@ -9,12 +9,16 @@ as what the tool did. Each request leaves exactly one event:
 * otherwise ``tool.called`` / ``resource.read``, outcome ``ok``, or ``error`` with the JSON-RPC code
   (or the tool's own ``isError`` result), and the time it took.
 
+A tool adds what it did beyond its arguments (the SQL that ran, the tokens a model spent) with
+``audit_note``; it lands under the event's ``detail.result``.
+
 The call's response waits for the row to be committed (``audit.audit_record_async``).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import time
 from typing import Any
 
@@ -28,10 +32,30 @@ from mcp_gateway.identity import identity_from_request
 from mcp_gateway.models import AuditAction, AuditOutcome, RateLimitScope
 from mcp_gateway.registry import Registry
 
+# The notes of the call in progress; a dict shared by reference, so a handler running in a task
+# of its own (a copy of this context) still writes into the same one.
+_notes: contextvars.ContextVar[dict[str, Any] | None] = contextvars.ContextVar(
+    "gatehouse_audit_notes", default=None
+)
+NOTE_MAX_CHARS = 4000
+
 AUDITED_METHODS = {
     "tools/call": (AuditAction.TOOL_CALLED, RateLimitScope.TOOL),
     "resources/read": (AuditAction.RESOURCE_READ, RateLimitScope.RESOURCE),
 }
+
+
+def audit_note(**detail: Any) -> None:
+    """Record, on the audit event of the tool call in progress, what the tool did. Long strings are
+    cut; outside an audited call this does nothing."""
+    notes = _notes.get()
+    if notes is not None:
+        notes.update(
+            {
+                key: value[:NOTE_MAX_CHARS] if isinstance(value, str) else value
+                for key, value in detail.items()
+            }
+        )
 
 
 class AuditTrail:
@@ -53,6 +77,8 @@ class AuditTrail:
                 secret_names=spec.secret_arguments if spec is not None else frozenset(),
             )
         outcome = AuditOutcome.OK
+        notes: dict[str, Any] = {}
+        notes_token = _notes.set(notes)
         started = time.perf_counter()
         try:
             result = await call_next(ctx)
@@ -84,6 +110,9 @@ class AuditTrail:
             raise
         finally:
             elapsed_ms = (time.perf_counter() - started) * 1000
+            _notes.reset(notes_token)
+            if notes:
+                detail["result"] = notes
             session = getattr(ctx.request, "scope", {}).get(SESSION_KEY)
             await audit_record_async(
                 audit_entry(

@@ -130,3 +130,9 @@ def test_an_answer_lays_out_narrative_chart_lineage_and_caveats_in_order():
     assert texts[3] == "⚠️ Few rows."
     assert result.structured_content is not None
     assert len(result.structured_content["rows"]) == 25
+
+
+def test_a_note_outside_an_audited_call_is_dropped():
+    from mcp_gateway.audit_trail import audit_note
+
+    audit_note(sql="SELECT 1")  # no call in progress: nothing to attach it to, and no error

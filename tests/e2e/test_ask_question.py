@@ -19,6 +19,7 @@ from data_agent.executor import json_safe
 from data_agent.models import Ontology
 from data_agent.sample import ONTOLOGY_NAME
 from data_agent.selectors import data_source_url
+from mcp_gateway.models import AuditAction, AuditEvent
 from tests.e2e.conftest import _serve
 from tests.e2e.harness import E2E_RATE_LIMIT_PREFIX, DaphneServer, Person, RoundRobin, sdk_client
 from tests.factories import LanguageModelFactory
@@ -98,6 +99,14 @@ def _direct(ontology: Ontology, sql: str) -> list[list]:
         return [[json_safe(v) for v in row] for row in conn.execute(sql).fetchall()]
 
 
+async def _last_audit(tool: str) -> AuditEvent:
+    event = (
+        await AuditEvent.objects.filter(action=AuditAction.TOOL_CALLED, target=tool).order_by("-id").afirst()
+    )
+    assert event is not None
+    return event
+
+
 def _texts(result) -> list[str]:
     assert all(isinstance(block, TextContent) for block in result.content)
     return [block.text for block in result.content]
@@ -157,6 +166,14 @@ async def test_alice_gets_sales_by_region_from_the_real_data(ask_server, acme_sa
     assert answer["sql"].startswith("SELECT r.name AS region")
     assert [message for _, _, message in seen] == [f"{phase}…" for phase in PHASES]
     assert {total for _, total, _ in seen} == {len(PHASES)}
+    # The audit trail says which SQL ran on acme's data and what the model calls cost.
+    noted = (await _last_audit("ask_question")).detail["result"]
+    assert noted["status"] == "answered"
+    assert noted["sql"] == answer["sql"]
+    assert noted["rowCount"] == len(expected)
+    assert noted["modelCalls"] == 5
+    assert noted["promptTokens"] > 0
+    assert noted["completionTokens"] > 0
 
 
 async def test_an_ambiguous_question_returns_a_clarification_request_without_running_sql(
@@ -319,6 +336,10 @@ async def test_a_question_that_runs_too_long_is_stopped(
     assert refusal.value.error.code == -32004
     assert "longer than 2 s" in refusal.value.error.message
     assert refusal.value.error.data == {"timeoutSeconds": 2, "phase": "Planning"}
+    event = await _last_audit("ask_question")
+    assert event.outcome == "error"
+    assert event.detail["code"] == -32004
+    assert (event.detail["result"]["phase"], event.detail["result"]["sql"]) == ("Planning", None)
 
 
 async def test_five_questions_a_minute_by_default(slow_server, acme_sales, tenant_toolset):

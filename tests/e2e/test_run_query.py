@@ -10,6 +10,7 @@ from data_agent.executor import json_safe
 from data_agent.models import Ontology
 from data_agent.sample import ONTOLOGY_NAME
 from data_agent.selectors import data_source_url
+from mcp_gateway.models import AuditEvent
 from tests.e2e.harness import Person, sdk_client
 
 pytestmark = pytest.mark.django_db
@@ -57,6 +58,9 @@ async def test_alice_gets_revenue_by_region_with_its_lineage(server, acme_sales)
     assert lineage["timeWindow"] == {"column": "o.order_date", "from": "2025-01-01", "to": "2026-01-01"}
     assert lineage["grain"] == {"level": "group", "by": ["r.name"]}
     assert f"{len(expected)} rows" in result.content[0].text  # type: ignore[union-attr]
+    event = await AuditEvent.objects.filter(target="run_query").order_by("-id").afirst()
+    assert event is not None
+    assert event.detail["result"] == {"sql": answer["sql"], "rowCount": len(expected), "truncated": False}
 
 
 async def test_a_result_past_10000_rows_is_cut_and_says_so(server, acme_sales):
