@@ -22,59 +22,22 @@ import json
 import os
 import re
 import secrets
-import socket
 import statistics
 import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
 from datetime import timedelta
-from pathlib import Path
-from urllib.parse import urlsplit
 
 import aiohttp
+from bench_support import BASE_DIR, PYTHON, free_port, prepare_database, wait_for
 
-BASE_DIR = Path(__file__).resolve().parent.parent
-PYTHON = sys.executable
 CALL = {
     "jsonrpc": "2.0",
     "id": 2,
     "method": "tools/call",
     "params": {"name": "test_simple_text", "arguments": {}},
 }
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def wait_for(port: int, process: subprocess.Popen[bytes], timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise RuntimeError(f"server on port {port} exited early")
-        with socket.socket() as sock:
-            if sock.connect_ex(("127.0.0.1", port)) == 0:
-                return
-        time.sleep(0.1)
-    raise RuntimeError(f"server on port {port} did not start")
-
-
-def prepare_database(env: dict[str, str]) -> None:
-    import psycopg
-
-    parts = urlsplit(env["DATABASE_URL"])
-    name = parts.path.lstrip("/")
-    admin = env["DATABASE_URL"].replace(f"/{name}", "/postgres", 1)
-    with psycopg.connect(admin, autocommit=True) as conn:
-        if not conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", [name]).fetchone():
-            conn.execute(f'CREATE DATABASE "{name}"')
-    for command in (["migrate", "--noinput", "-v0"], ["bootstrap_demo"]):
-        subprocess.run(
-            [PYTHON, "manage.py", *command], cwd=BASE_DIR, env=env, check=True, capture_output=True
-        )
 
 
 def mint_token(env: dict[str, str], resource: str) -> str:

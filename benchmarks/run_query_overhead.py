@@ -33,7 +33,6 @@ import json
 import os
 import secrets
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -43,20 +42,17 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
 from functools import partial
-from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 import aiohttp
 import httpx2
 import psycopg
+from bench_support import BASE_DIR, PYTHON, free_port, prepare_database, wait_for
 from cryptography.fernet import Fernet
 from jsonschema.validators import validator_for
 from mcp.client import Client
 from mcp.client.streamable_http import streamable_http_client
 
-BASE_DIR = Path(__file__).resolve().parent.parent
-PYTHON = sys.executable
 PROTOCOL_VERSION = "2025-11-25"
 SCOPES = "mcp:read mcp:write ontologies:read data_agent:write"
 ROUNDS = 5
@@ -104,37 +100,6 @@ class Samples:
 
     def cell(self) -> str:
         return f"{self.p50():.2f} / {self.p95():.2f} / {self.mean():.2f}"
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def wait_for(port: int, process: subprocess.Popen[bytes], timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise RuntimeError(f"Daphne on port {port} exited early")
-        with socket.socket() as sock:
-            if sock.connect_ex(("127.0.0.1", port)) == 0:
-                return
-        time.sleep(0.1)
-    raise RuntimeError(f"Daphne on port {port} did not start")
-
-
-def prepare_database(env: dict[str, str]) -> None:
-    name = urlsplit(env["DATABASE_URL"]).path.lstrip("/")
-    admin = env["DATABASE_URL"].replace(f"/{name}", "/postgres", 1)
-    with psycopg.connect(admin, autocommit=True) as conn:
-        if not conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", [name]).fetchone():
-            conn.execute(f'CREATE DATABASE "{name}"')
-    # bootstrap_demo also stores the sample database's URL again, encrypted under this run's key.
-    for command in (["migrate", "--noinput", "-v0"], ["bootstrap_demo"]):
-        subprocess.run(
-            [PYTHON, "manage.py", *command], cwd=BASE_DIR, env=env, check=True, capture_output=True
-        )
 
 
 def django_setup(env: dict[str, str]) -> None:

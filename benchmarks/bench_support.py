@@ -1,0 +1,52 @@
+"""What the benchmark scripts share: a free port, waiting for a server, and a prepared database.
+
+The scripts run as files (``python benchmarks/<script>.py``), so this sits beside them and is
+imported by its bare name.
+"""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import psycopg
+from psycopg import sql
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+PYTHON = sys.executable
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def wait_for(port: int, process: subprocess.Popen[bytes], timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"server on port {port} exited early")
+        with socket.socket() as sock:
+            if sock.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.1)
+    raise RuntimeError(f"server on port {port} did not start")
+
+
+def prepare_database(env: dict[str, str]) -> None:
+    """Create the benchmark's database if needed, migrate it and run ``bootstrap_demo`` (which also
+    stores the sample database's URL again, encrypted under this run's key)."""
+    name = urlsplit(env["DATABASE_URL"]).path.lstrip("/")
+    admin = env["DATABASE_URL"].replace(f"/{name}", "/postgres", 1)
+    with psycopg.connect(admin, autocommit=True) as conn:
+        if not conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", [name]).fetchone():
+            conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    for command in (["migrate", "--noinput", "-v0"], ["bootstrap_demo"]):
+        subprocess.run(
+            [PYTHON, "manage.py", *command], cwd=BASE_DIR, env=env, check=True, capture_output=True
+        )
