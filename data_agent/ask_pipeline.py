@@ -80,7 +80,6 @@ class ModelUsage:
 @dataclass(frozen=True)
 class QuestionContext:
     catalog: Catalog
-    source_kind: str
     source_url: str = field(repr=False)
     model: ModelConfig
     preferences: dict[str, str]
@@ -118,7 +117,6 @@ def question_context_load(*, tenant_id: int, user_id: int, ontology_id: str) -> 
         preferences["notes"] = preference.notes
     return QuestionContext(
         catalog=ontology_catalog(ontology=ontology),
-        source_kind=ontology.data_source.kind,
         source_url=data_source_url(data_source=ontology.data_source),
         model=model,
         preferences=preferences,
@@ -282,7 +280,7 @@ class QuestionRun:
                 run = await asyncio.to_thread(
                     query_gate_and_run,
                     sql=built.sql,
-                    kind=context.source_kind,
+                    kind=context.catalog.dialect,
                     url=context.source_url,
                     allowed_tables=context.catalog.source_tables,
                     datasets_by_table=context.catalog.datasets_by_table,

@@ -22,7 +22,6 @@ from mcp_types import (
     InputRequiredResult,
     TextContent,
 )
-from mcp_types.version import is_version_at_least
 from pydantic import BaseModel, Field, StringConstraints
 
 from data_agent.ask_pipeline import Outcome, QuestionRun, question_context_load
@@ -30,7 +29,7 @@ from data_agent.ask_schemas import ClarifyingQuestion
 from data_agent.query_tool import UUID_PATTERN
 from data_agent.scopes import SCOPE_DATA_AGENT_WRITE, SCOPE_ONTOLOGIES_READ
 from mcp_gateway.audit_trail import audit_note
-from mcp_gateway.client_requests import client_elicit_optional
+from mcp_gateway.client_requests import client_asks_between_calls, client_elicit_optional, client_offers_forms
 from mcp_gateway.db import db_call
 from mcp_gateway.errors import Timeout
 from mcp_gateway.identity import identity_from_context
@@ -44,7 +43,6 @@ ROWS_IN_RESULT = 100
 CAVEAT_SIGN = "⚠️"
 CLARIFY_MESSAGE = "To answer this question, the data agent needs to know:"
 CLARIFY_INPUT = "clarify"
-INPUT_REQUIRED_VERSION = "2026-07-28"
 
 
 class AskAnswer(BaseModel):
@@ -81,18 +79,6 @@ class _AskBetweenCalls(Exception):
         self.questions = list(questions)
 
 
-def _between_calls(ctx: Context) -> bool:
-    version = ctx.protocol_version
-    return version is not None and is_version_at_least(version, INPUT_REQUIRED_VERSION)
-
-
-def _offers_forms(ctx: Context) -> bool:
-    capabilities = ctx.client_capabilities
-    elicitation = capabilities.elicitation if capabilities is not None else None
-    # A bare `elicitation: {}` (from before modes existed) means forms.
-    return elicitation is not None and (elicitation.form is not None or elicitation.url is None)
-
-
 def _clarify_schema(questions: Sequence[ClarifyingQuestion]) -> dict[str, Any]:
     properties = {
         f"answer{i}": {
@@ -127,8 +113,8 @@ class _ClientAsker:
     async def clarify(self, questions: Sequence[ClarifyingQuestion]) -> list[tuple[str, str]] | None:
         if not self.may_ask:
             return None
-        if _between_calls(self.ctx):
-            if not _offers_forms(self.ctx):
+        if client_asks_between_calls(self.ctx):
+            if not client_offers_forms(self.ctx):
                 return None
             raise _AskBetweenCalls(questions)
         reply = await client_elicit_optional(

@@ -18,7 +18,6 @@ from data_agent.selectors import (
     data_source_url,
     ontology_datasets,
     ontology_get_ready,
-    ontology_source_tables,
 )
 from data_agent.sql_gate import SQL_MAX_CHARS
 from mcp_gateway.audit_trail import audit_note
@@ -51,11 +50,12 @@ class _Source:
 
 def _source_for_query(*, tenant_id: int, ontology_id: str) -> _Source:
     ontology = ontology_get_ready(tenant_id=tenant_id, ontology_id=ontology_id)
+    datasets_by_table = {d.source_table: d.name for d in ontology_datasets(ontology=ontology)}
     return _Source(
         kind=ontology.data_source.kind,
         url=data_source_url(data_source=ontology.data_source),
-        allowed_tables=ontology_source_tables(ontology=ontology),
-        datasets_by_table={d.source_table: d.name for d in ontology_datasets(ontology=ontology)},
+        allowed_tables=frozenset(datasets_by_table),
+        datasets_by_table=datasets_by_table,
     )
 
 

@@ -53,10 +53,10 @@ def _fan_out_findings(gated: GatedQuery, catalog: Catalog) -> list[str]:
         d.source_table.lower(): {f.source_column.lower() for f in d.fields} for d in catalog.datasets
     }
     # Tables on the "one" side of a relationship whose "many" side is also in the query.
+    table_of_dataset = {name: table for table, name in datasets_by_table.items()}
     multiplied: dict[str, str] = {}
     for join in catalog.joins:
-        one = next((t for t, n in datasets_by_table.items() if n == join.to_dataset), None)
-        many = next((t for t, n in datasets_by_table.items() if n == join.from_dataset), None)
+        one, many = table_of_dataset.get(join.to_dataset), table_of_dataset.get(join.from_dataset)
         if one in joined and many in joined and one != many:
             multiplied.setdefault(one, many)
 

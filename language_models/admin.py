@@ -28,6 +28,11 @@ TEST_PASSED = "{name}: {model} answered {text!r} ({tokens} tokens)."
 TEST_FAILED = "{name}: {message}"
 
 
+# The model's own fields, in the order the change page shows them around the write-only key.
+FIELDS_BEFORE_KEY = ["tenant", "name", "model"]
+FIELDS_AFTER_KEY = ["api_base", "is_default", "temperature", "max_output_tokens", "request_timeout_seconds"]
+
+
 class LanguageModelForm(forms.ModelForm):
     # Write-only: the stored key is never rendered back, not even in the password box.
     api_key = forms.CharField(
@@ -45,16 +50,7 @@ class LanguageModelForm(forms.ModelForm):
 
     class Meta:
         model = LanguageModel
-        fields = [
-            "tenant",
-            "name",
-            "model",
-            "api_base",
-            "is_default",
-            "temperature",
-            "max_output_tokens",
-            "request_timeout_seconds",
-        ]
+        fields = [*FIELDS_BEFORE_KEY, *FIELDS_AFTER_KEY]
 
     def clean(self) -> dict[str, Any]:
         cleaned = super().clean() or {}
@@ -75,18 +71,7 @@ class LanguageModelAdmin(admin.ModelAdmin):
 
     def get_fields(self, request: HttpRequest, obj: Any = None) -> Any:
         key = ["key_status", "api_key", "remove_api_key"] if obj else ["api_key"]
-        return [
-            "tenant",
-            "name",
-            "model",
-            *key,
-            "api_base",
-            "is_default",
-            "temperature",
-            "max_output_tokens",
-            "request_timeout_seconds",
-            *(["created", "updated"] if obj else []),
-        ]
+        return [*FIELDS_BEFORE_KEY, *key, *FIELDS_AFTER_KEY, *(["created", "updated"] if obj else [])]
 
     @admin.display(description="Stored API key")
     def key_status(self, language_model: LanguageModel) -> str:

@@ -17,9 +17,11 @@ from mcp_types import (
     SamplingMessage,
     TextContent,
 )
+from mcp_types.version import is_version_at_least
 
 NO_SAMPLING = "This client does not offer sampling, so the tool cannot ask its model."
 NO_ELICITATION = "This client does not offer elicitation, so the tool cannot ask its user."
+INPUT_REQUIRED_VERSION = "2026-07-28"
 NO_BACK_CHANNEL = (
     "Asking the client mid-call needs an MCP session (protocol 2025-11-25 or older); this request has none."
 )
@@ -44,13 +46,10 @@ async def client_sample(ctx: Context, *, prompt: str, max_tokens: int) -> str:
 
 async def client_elicit(ctx: Context, *, message: str, schema: dict[str, Any]) -> ElicitResult:
     """The user's answer to a form: ``action`` (accept, decline, cancel) and ``content``."""
-    session = ctx.request_context.session
-    if not session.check_client_capability(ClientCapabilities(elicitation=ElicitationCapability())):
-        raise ToolError(NO_ELICITATION)
-    try:
-        return await session.elicit_form(message, schema, related_request_id=ctx.request_context.request_id)
-    except NoBackChannelError:
-        raise ToolError(NO_BACK_CHANNEL) from None
+    reply = await _elicit(ctx, message=message, schema=schema)
+    if isinstance(reply, str):
+        raise ToolError(reply)
+    return reply
 
 
 async def client_elicit_optional(
@@ -58,10 +57,31 @@ async def client_elicit_optional(
 ) -> ElicitResult | None:
     """Like ``client_elicit``, but None where the user cannot be asked (no elicitation capability,
     or a protocol version without a back-channel), so a tool can fall back to asking in its result."""
+    reply = await _elicit(ctx, message=message, schema=schema)
+    return None if isinstance(reply, str) else reply
+
+
+async def _elicit(ctx: Context, *, message: str, schema: dict[str, Any]) -> ElicitResult | str:
+    """The user's answer, or why they cannot be asked mid-call."""
     session = ctx.request_context.session
     if not session.check_client_capability(ClientCapabilities(elicitation=ElicitationCapability())):
-        return None
+        return NO_ELICITATION
     try:
         return await session.elicit_form(message, schema, related_request_id=ctx.request_context.request_id)
     except NoBackChannelError:
-        return None
+        return NO_BACK_CHANNEL
+
+
+def client_asks_between_calls(ctx: Context) -> bool:
+    """True from protocol 2026-07-28 on, where nothing can be asked mid-call: a tool returns an
+    ``InputRequiredResult`` and the answers come with the client's next call."""
+    version = ctx.protocol_version
+    return version is not None and is_version_at_least(version, INPUT_REQUIRED_VERSION)
+
+
+def client_offers_forms(ctx: Context) -> bool:
+    """Whether the client said it fills in elicitation forms (a bare ``elicitation: {}``, from
+    before modes existed, means forms)."""
+    capabilities = ctx.client_capabilities
+    elicitation = capabilities.elicitation if capabilities is not None else None
+    return elicitation is not None and (elicitation.form is not None or elicitation.url is None)
