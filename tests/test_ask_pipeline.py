@@ -104,7 +104,6 @@ class FakeAsker:
 def _run(source: str, asker: FakeAsker) -> QuestionRun:
     context = QuestionContext(
         catalog=CATALOG,
-        source_kind="sqlite",
         source_url=source,
         model=ModelConfig(
             model="openai/gpt-4o-mini",

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import os
 import secrets
-import subprocess
-import sys
 from datetime import timedelta
 
 import pytest
@@ -20,6 +18,7 @@ from oauth.cimd import NON_PUBLIC_ADDRESS, metadata_host_resolve
 from tests.cimd_document_server import Answer, client_document, document_server
 from tests.factories import RedirectUriPatternFactory
 from tests.oauth_support import authorize
+from tests.python_process import python_run
 
 pytestmark = pytest.mark.django_db
 
@@ -218,14 +217,7 @@ def test_loopback_fetching_cannot_be_turned_on_for_a_public_deployment():
         "CIMD_ALLOW_LOOPBACK": "true",
         "DJANGO_SETTINGS_MODULE": "config.settings",
     }
-    result = subprocess.run(
-        [sys.executable, "-c", "import django; django.setup()"],
-        env=env,
-        capture_output=True,
-        text=True,
-        check=False,
-        cwd=django_settings.BASE_DIR,
-    )
+    result = python_run(["-c", "import django; django.setup()"], env)
 
     assert result.returncode != 0
     assert "CIMD_ALLOW_LOOPBACK=true needs a loopback PUBLIC_URL" in result.stderr

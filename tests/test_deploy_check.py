@@ -9,13 +9,11 @@ from __future__ import annotations
 import json
 import os
 import secrets
-import subprocess
-import sys
 
 import pytest
-from django.conf import settings as django_settings
 
 from config.security import WEAK_SECRET_KEY
+from tests.python_process import python_run
 
 PUBLIC_URL = "https://mcp.example.com"
 ONE_YEAR = 365 * 24 * 3600
@@ -67,26 +65,14 @@ def _production_env(**overrides: str) -> dict[str, str]:
     return env
 
 
-def _run(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, *args],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-        cwd=django_settings.BASE_DIR,
-    )
-
-
 def _probe(env: dict[str, str]) -> dict:
-    result = _run(["-c", _PROBE], env)
+    result = python_run(["-c", _PROBE], env)
     assert result.returncode == 0, result.stderr[-3000:]
     return json.loads(result.stdout.strip().splitlines()[-1])
 
 
 def test_the_deploy_check_reports_nothing_with_production_settings():
-    result = _run(["manage.py", "check", "--deploy", "--fail-level", "WARNING"], _production_env())
+    result = python_run(["manage.py", "check", "--deploy", "--fail-level", "WARNING"], _production_env())
 
     assert result.returncode == 0, result.stdout + result.stderr
     assert "System check identified no issues" in result.stdout
@@ -142,7 +128,7 @@ def test_hsts_and_the_https_redirect_follow_the_environment():
 
 
 def test_a_misspelt_security_flag_stops_the_process():
-    result = _run(["-c", _PROBE], _production_env(SECURE_SSL_REDIRECT="ture"))
+    result = python_run(["-c", _PROBE], _production_env(SECURE_SSL_REDIRECT="ture"))
 
     assert result.returncode != 0
     assert "SECURE_SSL_REDIRECT='ture' is not a boolean" in result.stderr
@@ -157,7 +143,7 @@ def test_a_misspelt_security_flag_stops_the_process():
     ],
 )
 def test_a_weak_secret_key_stops_a_production_start(weak_key):
-    result = _run(["-c", _PROBE], _production_env(SECRET_KEY=weak_key))
+    result = python_run(["-c", _PROBE], _production_env(SECRET_KEY=weak_key))
 
     assert result.returncode != 0
     assert WEAK_SECRET_KEY in result.stderr
@@ -167,7 +153,7 @@ def test_a_production_start_without_any_secret_key_is_refused():
     env = _production_env()
     del env["SECRET_KEY"]
 
-    result = _run(["-c", _PROBE], env)
+    result = python_run(["-c", _PROBE], env)
 
     assert result.returncode != 0
     assert "SECRET_KEY (or SECRET_KEY_FILE) is required" in result.stderr

@@ -5,12 +5,9 @@ from __future__ import annotations
 import json
 import os
 import secrets
-import subprocess
-import sys
 
 import pytest
 from cryptography.fernet import Fernet
-from django.conf import settings as django_settings
 from django.core.management import call_command
 from django.core.management.base import SystemCheckError
 from django.db import IntegrityError, connection, transaction
@@ -30,6 +27,7 @@ from language_models.selectors import (
 from mcp_gateway.errors import NotReady, Unavailable
 from tests.admin_support import admin_url, post_action
 from tests.factories import LanguageModelFactory, TenantFactory
+from tests.python_process import python_run
 
 pytestmark = pytest.mark.django_db
 
@@ -413,15 +411,7 @@ def test_a_mock_script_in_the_environment_fails_the_deploy_check(tmp_path, publi
         "LLM_MOCK_RESPONSES_FILE": str(tmp_path / "script.json"),
         "LOG_LEVEL": "ERROR",
     }
-    result = subprocess.run(
-        [sys.executable, "manage.py", "check", "--deploy"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-        cwd=django_settings.BASE_DIR,
-    )
+    result = python_run(["manage.py", "check", "--deploy"], env)
 
     assert result.returncode != 0
     assert refusal in result.stderr

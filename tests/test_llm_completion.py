@@ -9,13 +9,10 @@ from __future__ import annotations
 import json
 import logging
 import os
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
-from django.conf import settings as django_settings
 
 from language_models.completion import (
     LLM_CONTEXT_TOO_LONG,
@@ -35,6 +32,7 @@ from language_models.completion import (
 )
 from language_models.selectors import ModelConfig
 from mcp_gateway.errors import GatehouseError, Timeout, Unavailable
+from tests.python_process import python_run
 
 API_KEY = "sk-test-never-shown-0123456789"
 MESSAGES = [{"role": "user", "content": "How many orders were placed in March?"}]
@@ -300,15 +298,7 @@ def test_the_first_call_imports_litellm_without_stalling_the_event_loop(tmp_path
         "LLM_MOCK_RESPONSES_FILE": str(path),
         "LOG_LEVEL": "ERROR",
     }
-    result = subprocess.run(
-        [sys.executable, "-c", _IMPORT_PROBE],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-        cwd=django_settings.BASE_DIR,
-    )
+    result = python_run(["-c", _IMPORT_PROBE], env)
 
     assert result.returncode == 0, result.stderr[-3000:]
     report = json.loads(result.stdout.strip().splitlines()[-1])

@@ -254,6 +254,18 @@ class MemoryTokenStorage:
         self.client_info = client_info
 
 
+# What an acme admin sees in the demo: the account tools and the data agent, which the demo turns
+# on for acme.
+ACME_ADMIN_TOOLS = {
+    "whoami",
+    "set_display_name",
+    "ask_question",
+    "run_query",
+    "get_data_preferences",
+    "set_data_preferences",
+}
+
+
 @dataclass
 class Person:
     username: str

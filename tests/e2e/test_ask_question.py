@@ -199,9 +199,9 @@ async def test_an_ambiguous_question_returns_a_clarification_request_without_run
     assert answer["sql"] is None
 
 
-async def test_a_client_with_elicitation_is_asked_and_the_answer_reaches_the_planner(
-    ask_server, acme_sales, acme_model, script
-):
+def _script_a_clarified_answer(script, asked: list[ElicitRequestParams]):
+    """Script a planner that asks "Which period?" before planning, and the rest of an answer; the
+    returned elicitation callback records each form and answers it."""
     clarify = {
         "action": "clarify",
         "clarifications": [{"question": "Which period?", "suggestions": ["Q3 2025"]}],
@@ -213,11 +213,19 @@ async def test_a_client_with_elicitation_is_asked_and_the_answer_reaches_the_pla
         verifier={"ok": True, "caveats": []},
         explainer={"narrative": "Here are the totals.", "chart": None},
     )
-    asked: list[ElicitRequestParams] = []
 
     async def answer_form(context, params: ElicitRequestParams) -> ElicitResult:
         asked.append(params)
         return ElicitResult(action="accept", content={"answer1": "Q3 2025"})
+
+    return answer_form
+
+
+async def test_a_client_with_elicitation_is_asked_and_the_answer_reaches_the_planner(
+    ask_server, acme_sales, acme_model, script
+):
+    asked: list[ElicitRequestParams] = []
+    answer_form = _script_a_clarified_answer(script, asked)
 
     async with sdk_client(ask_server, Person("alice"), elicitation_callback=answer_form) as (client, _):
         result = await client.call_tool(
@@ -372,22 +380,8 @@ async def test_on_2026_07_28_the_question_comes_back_between_two_calls_on_any_wo
 ):
     # No back-channel on 2026-07-28: the form rides an input_required result, and the client's
     # second call (sent to the other replica here) carries the answer and the sealed state.
-    clarify = {
-        "action": "clarify",
-        "clarifications": [{"question": "Which period?", "suggestions": ["Q3 2025"]}],
-    }
-    script(
-        planner=[clarify, PLAN],
-        navigator=ROUTE,
-        sql_builder={"sql": REVENUE_BY_REGION},
-        verifier={"ok": True, "caveats": []},
-        explainer={"narrative": "Here are the totals.", "chart": None},
-    )
     asked: list[ElicitRequestParams] = []
-
-    async def answer_form(context, params: ElicitRequestParams) -> ElicitResult:
-        asked.append(params)
-        return ElicitResult(action="accept", content={"answer1": "Q3 2025"})
+    answer_form = _script_a_clarified_answer(script, asked)
 
     balancer = RoundRobin([ask_server.port, second_ask_server.port])
     async with sdk_client(

@@ -10,7 +10,7 @@ from django.utils import timezone
 
 from accounts.models import Tenant, User
 from mcp_gateway.models import McpSession
-from tests.e2e.harness import Person, RoundRobin, sdk_client
+from tests.e2e.harness import ACME_ADMIN_TOOLS, Person, RoundRobin, sdk_client
 from tests.e2e.oauth_driver import access_token
 from tests.e2e.raw_mcp import RawMcp
 from tests.factories import (
@@ -94,15 +94,7 @@ async def test_the_sdk_client_works_through_a_round_robin_balancer(server, secon
         results = [await client.call_tool("whoami", {}) for _ in range(4)]
         tools = await client.list_tools()
     assert all(r.structured_content and r.structured_content["user"]["username"] == "alice" for r in results)
-    # The demo turns the data agent on for acme.
-    assert {tool.name for tool in tools.tools} == {
-        "whoami",
-        "set_display_name",
-        "ask_question",
-        "run_query",
-        "get_data_preferences",
-        "set_data_preferences",
-    }
+    assert {tool.name for tool in tools.tools} == ACME_ADMIN_TOOLS
     assert set(balancer.served) == {server.port, second_server.port}
 
 

@@ -8,7 +8,7 @@ from oauth2_provider.models import Application
 
 from oauth.models import AccessToken, RefreshToken
 from oauth.token_storage import token_checksum
-from tests.e2e.harness import Person, sdk_client
+from tests.e2e.harness import ACME_ADMIN_TOOLS, Person, sdk_client
 
 pytestmark = pytest.mark.django_db
 
@@ -17,15 +17,7 @@ async def test_the_sdk_client_signs_in_consents_and_calls_whoami(server):
     alice = Person("alice")
     async with sdk_client(server, alice) as (client, storage):
         tools = await client.list_tools()
-        # The demo turns the data agent on for acme.
-        assert {tool.name for tool in tools.tools} == {
-            "whoami",
-            "set_display_name",
-            "ask_question",
-            "run_query",
-            "get_data_preferences",
-            "set_data_preferences",
-        }
+        assert {tool.name for tool in tools.tools} == ACME_ADMIN_TOOLS
         whoami = next(tool for tool in tools.tools if tool.name == "whoami")
         assert whoami.output_schema is not None
 
