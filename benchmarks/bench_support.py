@@ -1,4 +1,5 @@
-"""What the benchmark scripts share: a free port, waiting for a server, and a prepared database.
+"""What the benchmark scripts share: a free port, waiting for a server, a prepared database and
+an access token.
 
 The scripts run as files (``python benchmarks/<script>.py``), so this sits beside them and is
 imported by its bare name.
@@ -6,6 +7,7 @@ imported by its bare name.
 
 from __future__ import annotations
 
+import secrets
 import socket
 import subprocess
 import sys
@@ -50,3 +52,35 @@ def prepare_database(env: dict[str, str]) -> None:
         subprocess.run(
             [PYTHON, "manage.py", *command], cwd=BASE_DIR, env=env, check=True, capture_output=True
         )
+
+
+def access_token_for_alice(*, scope: str, resource: str) -> str:
+    """An hour's access token for alice in acme, as the OAuth flow would have issued it (Django
+    must be set up in this process)."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+    from oauth2_provider.models import Application
+
+    from accounts.models import Tenant, User
+    from oauth.models import AccessToken
+
+    application, _ = Application.objects.get_or_create(
+        name="benchmark",
+        defaults={
+            "client_type": Application.CLIENT_PUBLIC,
+            "authorization_grant_type": Application.GRANT_AUTHORIZATION_CODE,
+            "redirect_uris": "http://127.0.0.1:9/callback",
+        },
+    )
+    token = secrets.token_urlsafe(30)
+    AccessToken.objects.create(
+        user=User.objects.get(username="alice"),
+        tenant=Tenant.objects.get(slug="acme"),
+        application=application,
+        token=token,
+        scope=scope,
+        expires=timezone.now() + timedelta(hours=1),
+        resource=[resource],
+    )
+    return token

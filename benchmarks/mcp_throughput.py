@@ -27,10 +27,9 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
-from datetime import timedelta
 
 import aiohttp
-from bench_support import BASE_DIR, PYTHON, free_port, prepare_database, wait_for
+from bench_support import BASE_DIR, PYTHON, access_token_for_alice, free_port, prepare_database, wait_for
 
 CALL = {
     "jsonrpc": "2.0",
@@ -49,34 +48,12 @@ def mint_token(env: dict[str, str], resource: str) -> str:
     import django
 
     django.setup()
-    from django.utils import timezone
-    from oauth2_provider.models import Application
-
-    from accounts.models import Tenant, User
+    from accounts.models import Tenant
     from mcp_gateway.models import TenantToolset
-    from oauth.models import AccessToken
 
     acme = Tenant.objects.get(slug="acme")
     TenantToolset.objects.update_or_create(tenant=acme, toolset="conformance", defaults={"enabled": True})
-    application, _ = Application.objects.get_or_create(
-        name="benchmark",
-        defaults={
-            "client_type": Application.CLIENT_PUBLIC,
-            "authorization_grant_type": Application.GRANT_AUTHORIZATION_CODE,
-            "redirect_uris": "http://127.0.0.1:9/callback",
-        },
-    )
-    token = secrets.token_urlsafe(30)
-    AccessToken.objects.create(
-        user=User.objects.get(username="alice"),
-        tenant=acme,
-        application=application,
-        token=token,
-        scope="mcp:read mcp:write",
-        expires=timezone.now() + timedelta(hours=1),
-        resource=[resource],
-    )
-    return token
+    return access_token_for_alice(scope="mcp:read mcp:write", resource=resource)
 
 
 @dataclass

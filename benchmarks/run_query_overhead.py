@@ -40,14 +40,13 @@ import tempfile
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from datetime import timedelta
 from functools import partial
 from typing import Any
 
 import aiohttp
 import httpx2
 import psycopg
-from bench_support import BASE_DIR, PYTHON, free_port, prepare_database, wait_for
+from bench_support import BASE_DIR, PYTHON, access_token_for_alice, free_port, prepare_database, wait_for
 from cryptography.fernet import Fernet
 from jsonschema.validators import validator_for
 from mcp.client import Client
@@ -112,32 +111,8 @@ def django_setup(env: dict[str, str]) -> None:
 
 
 def mint_token(resource: str) -> str:
-    """An access token for alice in acme with the data agent's scopes, as the OAuth flow issues it."""
-    from django.utils import timezone
-    from oauth2_provider.models import Application
-
-    from accounts.models import Tenant, User
-    from oauth.models import AccessToken
-
-    application, _ = Application.objects.get_or_create(
-        name="benchmark",
-        defaults={
-            "client_type": Application.CLIENT_PUBLIC,
-            "authorization_grant_type": Application.GRANT_AUTHORIZATION_CODE,
-            "redirect_uris": "http://127.0.0.1:9/callback",
-        },
-    )
-    token = secrets.token_urlsafe(30)
-    AccessToken.objects.create(
-        user=User.objects.get(username="alice"),
-        tenant=Tenant.objects.get(slug="acme"),
-        application=application,
-        token=token,
-        scope=SCOPES,
-        expires=timezone.now() + timedelta(hours=1),
-        resource=[resource],
-    )
-    return token
+    """An access token for alice in acme with the data agent's scopes."""
+    return access_token_for_alice(scope=SCOPES, resource=resource)
 
 
 @dataclass(frozen=True)
