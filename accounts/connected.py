@@ -23,7 +23,7 @@ from oauth2_provider.models import Application, refresh_token_expire_timedelta
 
 from accounts.consent import consent_forget
 from accounts.models import RememberedConsent, Tenant, User
-from mcp_gateway.errors import NotFound
+from core.errors import NotFound
 from mcp_gateway.models import McpSession, TerminationReason
 from mcp_gateway.sessions import session_terminate
 from oauth.models import AccessToken, RefreshToken

@@ -16,10 +16,10 @@ from django.utils.translation import gettext_lazy as _
 from oauth2_provider.models import Application
 
 from accounts.models import User
-from accounts.throttles import client_address, throttle_check
-from mcp_gateway.audit import audit_record
-from mcp_gateway.errors import RateLimited
-from mcp_gateway.models import AuditAction, AuditOutcome, RateLimitScope
+from core.audit import audit_record
+from core.errors import RateLimited
+from core.models import AuditAction, AuditOutcome, RateLimitScope
+from core.throttles import client_address, throttle_check
 from oauth.selectors import application_find
 
 LOGIN_THROTTLED = "Too many sign-in attempts. Wait {seconds} seconds, then try again."

@@ -3,7 +3,7 @@ from __future__ import annotations
 from django.db.models import QuerySet
 
 from accounts.models import Membership, Tenant, User
-from mcp_gateway.errors import NotFound
+from core.errors import NotFound
 
 
 def membership_list_for_user(*, user: User) -> QuerySet[Membership]:

@@ -4,7 +4,7 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 
 from accounts.models import Membership, Role, Tenant, User
-from mcp_gateway.errors import InvalidInput
+from core.errors import InvalidInput
 
 
 def tenant_ensure(*, slug: str, name: str) -> Tenant:

@@ -24,10 +24,10 @@ from accounts.forms import ConsentForm
 from accounts.models import Membership, User
 from accounts.scopes import scope_definitions, scopes_for_role, scopes_granted
 from accounts.selectors import membership_get, membership_list_for_user
-from accounts.throttles import client_address, throttle_check
-from config.http_errors import ERROR_TEMPLATE
-from mcp_gateway.audit import audit_record
-from mcp_gateway.models import AuditAction, AuditOutcome, RateLimitScope
+from core.audit import audit_record
+from core.http_errors import ERROR_TEMPLATE
+from core.models import AuditAction, AuditOutcome, RateLimitScope
+from core.throttles import client_address, throttle_check
 from oauth.resource import is_mcp_resource
 from oauth.selectors import application_find
 from oauth.validators import PKCE_S256_REQUIRED, TENANT_ATTRIBUTE

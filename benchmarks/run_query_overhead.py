@@ -220,11 +220,11 @@ async def measure(steps: dict[str, Step], count: int, results: dict[str, Samples
 def query_steps(
     query: Query, sample: Sample, client: Client, raw_http: RawHttp, once: psycopg.Connection[Any]
 ) -> dict[str, Step]:
+    from core.db import db_call
     from data_agent.executor import query_execute
     from data_agent.lineage import lineage_from_query
     from data_agent.query_tool import _source_for_query
     from data_agent.sql_gate import sql_gate_check
-    from mcp_gateway.db import db_call
 
     gated = sql_gate_check(sql=query.sql, dialect="postgres", allowed_tables=sample.allowed_tables)
     arguments = {"ontologyId": sample.ontology_id, "sql": query.sql}

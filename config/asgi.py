@@ -12,7 +12,7 @@ django_asgi_app = get_asgi_application()
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from django.urls import re_path  # noqa: E402
 
-from config.request_context import RequestContextMiddleware  # noqa: E402
+from core.request_context import RequestContextMiddleware  # noqa: E402
 from mcp_gateway.endpoint import mcp_app_build  # noqa: E402
 
 router = ProtocolTypeRouter(

@@ -7,10 +7,12 @@ whose contents are the value), the convention of Docker and Kubernetes secrets.
 
 from __future__ import annotations
 
+import binascii
 import os
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from cryptography.fernet import Fernet
 from django.core.exceptions import ImproperlyConfigured
 
 _TRUE = {"1", "true", "yes", "on"}
@@ -98,4 +100,15 @@ def env_rate(name: str, *, default: str) -> str | None:
         parse(value)
     except ValueError as exc:
         raise ImproperlyConfigured(f"{name}={value!r} is not a rate such as 5/minute, or none.") from exc
+    return value
+
+
+def env_fernet_key(name: str) -> str | None:
+    """A Fernet key from the environment (or ``NAME_FILE``); a malformed one fails at start."""
+    value = env_optional(name)
+    if value is not None:
+        try:
+            Fernet(value)
+        except (ValueError, binascii.Error) as exc:
+            raise ImproperlyConfigured(f"{name} must be a Fernet key (Fernet.generate_key()).") from exc
     return value

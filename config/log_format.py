@@ -2,7 +2,7 @@
 
 ``LOG_FORMAT`` picks ``json`` (for log shippers: every line parses on its own, fields are
 searchable) or ``plain`` (for a person at a terminal). Both carry the request id of the HTTP
-request being served (``config.request_context``), so one id ties an access line, the application's
+request being served (``core.request_context``), so one id ties an access line, the application's
 own lines and the audit trail together.
 """
 
@@ -18,7 +18,7 @@ from pythonjsonlogger.core import RESERVED_ATTRS
 from pythonjsonlogger.json import JsonFormatter
 
 from config.env import env_str
-from config.request_context import current_request_id
+from core.request_context import current_request_id
 
 LOG_FORMATS = ("json", "plain")
 PLAIN_FORMAT = "%(asctime)s %(levelname)s %(name)s [%(request_id)s] %(message)s"

@@ -10,8 +10,16 @@ from urllib.parse import urlsplit
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
-from config.crypto import env_fernet_key
-from config.env import env_bool, env_int, env_list, env_optional, env_origin, env_rate, env_str
+from config.env import (
+    env_bool,
+    env_fernet_key,
+    env_int,
+    env_list,
+    env_optional,
+    env_origin,
+    env_rate,
+    env_str,
+)
 from config.log_format import PLAIN_FORMAT, env_log_format
 from config.security import secret_key_validate
 
@@ -56,6 +64,7 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "oauth2_provider",
+    "core",
     "accounts",
     "oauth",
     "mcp_gateway",
@@ -73,8 +82,8 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
-    # Last, so a view's GatehouseError reaches it first (config.http_errors).
-    "config.http_errors.GatehouseErrorMiddleware",
+    # Last, so a view's GatehouseError reaches it first (core.http_errors).
+    "core.http_errors.GatehouseErrorMiddleware",
 ]
 
 ROOT_URLCONF = "config.urls"
@@ -110,7 +119,7 @@ if _database_url is None:
 else:
     # Persistent connections, health-checked before reuse, for Django's own queries (pages, admin,
     # and the MCP endpoint's db_call): reconnecting per query would dominate their latency. The
-    # endpoint's per-request token lookup has its own async pool (mcp_gateway.db).
+    # endpoint's per-request token lookup has its own async pool (core.db).
     DATABASES = {
         "default": dj_database_url.parse(
             _database_url,
@@ -256,11 +265,11 @@ GATEHOUSE: dict[str, Any] = {
     "REFRESH_GRACE_SECONDS": env_int("OAUTH_REFRESH_GRACE_SECONDS", default=30, minimum=0),
     # How long each process trusts its copy of a tenant's enabled toolsets.
     "TOOLSET_CACHE_SECONDS": env_int("MCP_TOOLSET_CACHE_SECONDS", default=5, minimum=0),
-    # Connections per worker for the query every MCP request makes (mcp_gateway.db).
+    # Connections per worker for the query every MCP request makes (core.db).
     "HOT_PATH_POOL_SIZE": env_int("MCP_DB_POOL_SIZE", default=4, minimum=1),
     # Diagnostics: count every SQL query this process runs and report the total when it exits.
     "COUNT_QUERIES": env_bool("GATEHOUSE_COUNT_QUERIES", default=False),
-    # Audit trail (mcp_gateway.audit). Turning it off is for measuring its cost, not for production.
+    # Audit trail (core.audit). Turning it off is for measuring its cost, not for production.
     "AUDIT_ENABLED": env_bool("GATEHOUSE_AUDIT", default=True),
     "AUDIT_RETENTION_DAYS": env_int("AUDIT_RETENTION_DAYS", default=365, minimum=1),
     # OAuth clients (oauth.cimd, oauth.clients): see the comments above OAUTH2_PROVIDER.
@@ -272,7 +281,7 @@ GATEHOUSE: dict[str, Any] = {
     # How many proxies (TLS terminator, load balancer) append to X-Forwarded-For in front of the
     # server; the client address is read that many entries from the right, never from the left.
     "TRUSTED_PROXY_COUNT": env_int("TRUSTED_PROXY_COUNT", default=0, minimum=0),
-    # Rate limits (mcp_gateway.ratelimit): shared by every worker through Redis; without REDIS_URL,
+    # Rate limits (core.ratelimit): shared by every worker through Redis; without REDIS_URL,
     # held in each process's memory (fine for the embedded single-process default only).
     "RATE_LIMIT_STORAGE_URL": env_str(
         "RATE_LIMIT_STORAGE_URL", default=_redis_url if _redis_url else "memory://"
@@ -295,7 +304,7 @@ GATEHOUSE: dict[str, Any] = {
     "METRICS_ALLOWED_NETWORKS": env_list("METRICS_ALLOWED_NETWORKS", default=["127.0.0.1/32", "::1/128"]),
     # One line per HTTP request (method, path, status, duration, request id) at INFO.
     "ACCESS_LOG": env_bool("ACCESS_LOG", default=True),
-    # Fernet key for stored credentials: data source URLs and model API keys (config.crypto);
+    # Fernet key for stored credentials: data source URLs and model API keys (core.crypto);
     # unset, one is derived from SECRET_KEY.
     "DATA_SOURCE_ENCRYPTION_KEY": env_fernet_key("DATA_SOURCE_ENCRYPTION_KEY"),
     # Tests only: a JSON script every language model call answers from, through litellm's own mock

@@ -8,7 +8,7 @@ from oauth2_provider import views as oauth2_views
 from accounts.login import AdminLoginView, LoginView
 from accounts.views import ConsentView
 from config.health import health
-from mcp_gateway.metrics import metrics_view
+from core.metrics import metrics_view
 from oauth import views as oauth_views
 from oauth.discovery import discovery_urlpatterns
 

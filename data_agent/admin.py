@@ -10,7 +10,7 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.utils import timezone
 
-from config.crypto import secret_encrypt
+from core.crypto import secret_encrypt
 from data_agent.models import (
     AgentPreference,
     Dataset,

@@ -19,6 +19,7 @@ from django.utils import timezone
 from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import BaseModel
 
+from core.errors import InvalidInput
 from data_agent import ask_prompts as prompts
 from data_agent.ask_schemas import (
     ClarifyingQuestion,
@@ -43,7 +44,6 @@ from data_agent.selectors import (
 )
 from language_models.completion import Completion, llm_complete
 from language_models.selectors import ModelConfig, language_model_for_tenant
-from mcp_gateway.errors import InvalidInput
 
 logger = logging.getLogger(__name__)
 

@@ -24,14 +24,14 @@ from mcp_types import (
 )
 from pydantic import BaseModel, Field, StringConstraints
 
+from core.db import db_call
+from core.errors import Timeout
 from data_agent.ask_pipeline import Outcome, QuestionRun, question_context_load
 from data_agent.ask_schemas import ClarifyingQuestion
 from data_agent.query_tool import UUID_PATTERN
 from data_agent.scopes import SCOPE_DATA_AGENT_WRITE, SCOPE_ONTOLOGIES_READ
 from mcp_gateway.audit_trail import audit_note
 from mcp_gateway.client_requests import client_asks_between_calls, client_elicit_optional, client_offers_forms
-from mcp_gateway.db import db_call
-from mcp_gateway.errors import Timeout
 from mcp_gateway.identity import identity_from_context
 from mcp_gateway.registry import tool
 

@@ -24,8 +24,8 @@ from typing import Any
 import psycopg
 import psycopg.errors
 
+from core.errors import InvalidInput, Timeout, Unavailable
 from data_agent.introspection import sqlite_path
-from mcp_gateway.errors import InvalidInput, Timeout, Unavailable
 
 logger = logging.getLogger(__name__)
 

@@ -8,11 +8,11 @@ from typing import Annotated
 from mcp.server.mcpserver import Context
 from pydantic import BaseModel, Field, StringConstraints
 
+from core.db import db_call
 from data_agent.models import AgentPreference
 from data_agent.scopes import SCOPE_DATA_AGENT_WRITE
 from data_agent.selectors import agent_preference_get
 from data_agent.services import agent_preference_set
-from mcp_gateway.db import db_call
 from mcp_gateway.identity import identity_from_context
 from mcp_gateway.registry import tool
 

@@ -11,6 +11,7 @@ from mcp.server.mcpserver import Context
 from mcp_types import CallToolResult, TextContent
 from pydantic import BaseModel, Field, StringConstraints
 
+from core.db import db_call
 from data_agent.executor import DEFAULT_MAX_ROWS, DEFAULT_TIMEOUT_SECONDS, QueryResult
 from data_agent.query_run import query_gate_and_run
 from data_agent.scopes import SCOPE_DATA_AGENT_WRITE, SCOPE_ONTOLOGIES_READ
@@ -21,7 +22,6 @@ from data_agent.selectors import (
 )
 from data_agent.sql_gate import SQL_MAX_CHARS
 from mcp_gateway.audit_trail import audit_note
-from mcp_gateway.db import db_call
 from mcp_gateway.identity import identity_from_context
 from mcp_gateway.registry import tool
 

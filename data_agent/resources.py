@@ -12,12 +12,14 @@ from typing import Any
 import yaml
 from mcp.server.mcpserver import Context, MCPServer
 
+from core.db import db_call
+from core.errors import InsufficientScope
+from core.identity import Identity
 from data_agent.models import Dataset, Ontology
 from data_agent.scopes import SCOPE_ONTOLOGIES_READ
 from data_agent.selectors import dataset_get, ontology_datasets, ontology_get_ready, ontology_list_ready
-from mcp_gateway.db import db_call
-from mcp_gateway.errors import InsufficientScope, as_mcp_error
-from mcp_gateway.identity import Identity, identity_current, identity_from_context
+from mcp_gateway.identity import identity_current, identity_from_context
+from mcp_gateway.jsonrpc_errors import as_mcp_error
 
 LIST_URI = "gatehouse://ontologies"
 ONTOLOGY_URI = "gatehouse://ontologies/{id}"

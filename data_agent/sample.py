@@ -27,9 +27,9 @@ from django.db import connections
 from psycopg import sql
 
 from accounts.models import Tenant
+from core.db import psycopg_connect_kwargs
 from data_agent.models import DataSource, DataSourceKind, Ontology, OntologyStatus
 from data_agent.services import data_source_create, data_source_set_url, ontology_create_from_source
-from mcp_gateway.db import psycopg_connect_kwargs
 from mcp_gateway.registry import default_registry
 from mcp_gateway.toolset_access import toolset_set_enabled
 

@@ -7,9 +7,9 @@ from dataclasses import dataclass
 
 from django.db.models import Count, QuerySet
 
-from config.crypto import secret_decrypt
+from core.crypto import secret_decrypt
+from core.errors import NotFound
 from data_agent.models import AgentPreference, Dataset, DataSource, Ontology, OntologyStatus
-from mcp_gateway.errors import NotFound
 
 ONTOLOGY_NOT_FOUND = "No such ontology."
 DATASET_NOT_FOUND = "No such dataset in this ontology."

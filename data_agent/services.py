@@ -9,7 +9,7 @@ from urllib.parse import urlsplit
 from django.db import transaction
 
 from accounts.models import Tenant
-from config.crypto import secret_encrypt
+from core.crypto import secret_encrypt
 from data_agent.introspection import TableInfo, schema_read
 from data_agent.models import (
     AgentPreference,

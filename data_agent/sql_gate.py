@@ -16,7 +16,7 @@ import sqlglot
 from sqlglot import exp
 from sqlglot.errors import SqlglotError
 
-from mcp_gateway.errors import InvalidInput
+from core.errors import InvalidInput
 
 SQL_MAX_CHARS = 20_000
 DIALECTS = frozenset({"postgres", "sqlite"})

@@ -10,11 +10,11 @@ from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
-from config.crypto import secret_encrypt
+from core.crypto import secret_encrypt
+from core.errors import GatehouseError
 from language_models.completion import llm_complete
 from language_models.models import API_BASE_HELP, LanguageModel
 from language_models.selectors import ModelConfig
-from mcp_gateway.errors import GatehouseError
 
 KEY_STORED = "Stored encrypted; never shown. Enter a new key to replace it."
 KEY_NONE = "None stored: litellm reads the provider's usual environment variable (OPENAI_API_KEY...)."

@@ -34,9 +34,9 @@ from typing import Any
 
 from django.conf import settings
 
+from core.errors import GatehouseError, Timeout, Unavailable
+from language_models.metrics import metrics_llm_call
 from language_models.selectors import ModelConfig
-from mcp_gateway.errors import GatehouseError, Timeout, Unavailable
-from mcp_gateway.metrics import metrics_llm_call
 
 logger = logging.getLogger(__name__)
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from config.crypto import secret_decrypt
+from core.crypto import secret_decrypt
+from core.errors import NotReady, Unavailable
 from language_models.models import LanguageModel
-from mcp_gateway.errors import NotReady, Unavailable
 
 NO_MODEL_CONFIGURED = (
     "No language model is configured for this tenant, so questions cannot be answered. An operator "
@@ -61,7 +61,7 @@ class ModelConfig:
 def language_model_for_tenant(*, tenant_id: int) -> ModelConfig:
     """The tenant's default model, else its only one; NoModelConfigured otherwise.
 
-    Synchronous ORM: async callers wrap it with ``mcp_gateway.db.db_call``.
+    Synchronous ORM: async callers wrap it with ``core.db.db_call``.
     """
     default = LanguageModel.objects.filter(tenant_id=tenant_id, is_default=True).first()
     if default is not None:

@@ -1,21 +1,12 @@
 from __future__ import annotations
 
-import json
 from typing import Any
 
-from django import forms
 from django.contrib import admin, messages
-from django.core.exceptions import PermissionDenied
-from django.core.handlers.asgi import ASGIRequest
 from django.db.models import QuerySet
-from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
-from django.urls import URLPattern, path
-from django.utils import timezone
-from django.utils.html import format_html
+from django.http import HttpRequest
 
-from mcp_gateway.audit_export import audit_csv_lines, lines_async
-from mcp_gateway.models import AuditEvent, McpSession, RateLimitRule, TerminationReason
-from mcp_gateway.ratelimit_rules import rate_limit_defaults, rate_limit_rule_validate
+from mcp_gateway.models import McpSession, TerminationReason
 from mcp_gateway.sessions import session_terminate
 
 TERMINATED_MESSAGE = "Terminated {count} session(s)."
@@ -83,133 +74,3 @@ class McpSessionAdmin(admin.ModelAdmin):
         for session_id in live:
             session_terminate(session_id=session_id, reason=TerminationReason.OPERATOR)
         self.message_user(request, TERMINATED_MESSAGE.format(count=len(live)), messages.SUCCESS)
-
-
-class _UsernameFilter(admin.SimpleListFilter):
-    """A text box, not a list: a deployment may have more users than a sidebar can show."""
-
-    title = "user"
-    parameter_name = "user"
-    template = "admin/text_input_filter.html"
-
-    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
-        # has_output() shows the filter only when there is something to choose.
-        return [("", "")]
-
-    def choices(self, changelist: Any) -> Any:
-        others = [
-            (name, value)
-            for name, values in changelist.filter_params.items()
-            if name != self.parameter_name
-            for value in values
-        ]
-        yield {"value": self.value() or "", "parameter_name": self.parameter_name, "others": others}
-
-    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
-        if self.value():
-            return queryset.filter(user__username=self.value())
-        return queryset
-
-
-@admin.register(AuditEvent)
-class AuditEventAdmin(admin.ModelAdmin):
-    list_display = [
-        "created", "action", "outcome", "tenant", "username", "client_id", "target", "duration_ms", "ip",
-        "request_id",
-    ]  # fmt: skip
-    list_filter = [
-        "tenant", "action", "outcome", ("created", admin.DateFieldListFilter), _UsernameFilter,
-    ]  # fmt: skip
-    list_select_related = ["tenant"]
-    date_hierarchy = "created"
-    search_fields = ["username", "request_id", "session_id", "target", "client_id"]
-    exclude = ["detail"]
-    readonly_fields = ["detail_json"]
-    actions = ["export_csv"]
-    # Counting every row of a large audit table on each page view is slow; a filtered count is enough.
-    show_full_result_count = False
-
-    # The audit trail is a record: nobody edits it here, and rows leave only by the retention purge.
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    @admin.display(description="detail")
-    def detail_json(self, event: AuditEvent) -> str:
-        return format_html("<pre>{}</pre>", json.dumps(event.detail, indent=2, sort_keys=True, default=str))
-
-    def get_urls(self) -> list[URLPattern]:
-        export = path(
-            "export/",
-            self.admin_site.admin_view(self.export_view),
-            name=f"{self.opts.app_label}_{self.opts.model_name}_export",
-        )
-        return [export, *super().get_urls()]
-
-    def export_view(self, request: HttpRequest) -> HttpResponse | StreamingHttpResponse:
-        """The changelist's current filters and search, as CSV (the "Export" button)."""
-        if not self.has_view_permission(request):
-            raise PermissionDenied
-        changelist = self.get_changelist_instance(request)
-        return _csv_response(request, changelist.get_queryset(request))
-
-    @admin.action(description="Export selected as CSV", permissions=["view"])
-    def export_csv(self, request: HttpRequest, queryset: QuerySet[AuditEvent]) -> StreamingHttpResponse:
-        return _csv_response(request, queryset)
-
-
-def _csv_response(request: HttpRequest, events: QuerySet[AuditEvent]) -> StreamingHttpResponse:
-    lines = audit_csv_lines(events=events)
-    response = StreamingHttpResponse(
-        lines_async(lines) if isinstance(request, ASGIRequest) else lines,
-        content_type="text/csv; charset=utf-8",
-    )
-    filename = f"audit-{timezone.now():%Y%m%d-%H%M%S}.csv"
-    response["Content-Disposition"] = f'attachment; filename="{filename}"'
-    return response
-
-
-class RateLimitRuleForm(forms.ModelForm):
-    class Meta:
-        model = RateLimitRule
-        fields = ["scope", "target", "tenant", "limit", "period_seconds"]
-
-    def clean(self) -> dict[str, Any]:
-        cleaned = super().clean() or {}
-        if "scope" in cleaned:
-            try:
-                rate_limit_rule_validate(
-                    scope=cleaned["scope"],
-                    target=cleaned.get("target", ""),
-                    tenant=cleaned.get("tenant"),
-                    period_seconds=cleaned.get("period_seconds"),
-                )
-            except forms.ValidationError as exc:
-                self.add_error(None, exc)
-        return cleaned
-
-
-@admin.register(RateLimitRule)
-class RateLimitRuleAdmin(admin.ModelAdmin):
-    form = RateLimitRuleForm
-    list_display = ["scope", "target_or_all", "tenant", "limit", "period_seconds", "updated"]
-    list_filter = ["scope", "tenant"]
-    list_select_related = ["tenant"]
-    search_fields = ["target", "tenant__slug"]
-    autocomplete_fields = ["tenant"]
-
-    @admin.display(description="target", ordering="target")
-    def target_or_all(self, rule: RateLimitRule) -> str:
-        return rule.target or "(all)"
-
-    def changelist_view(
-        self, request: HttpRequest, extra_context: dict[str, Any] | None = None
-    ) -> HttpResponse:
-        # Shown above the list, so operators see what their rules override.
-        context = {**(extra_context or {}), "rate_limit_defaults": rate_limit_defaults()}
-        return super().changelist_view(request, extra_context=context)

@@ -1,7 +1,6 @@
 from __future__ import annotations
 
 from django.apps import AppConfig
-from django.conf import settings
 
 
 class McpGatewayConfig(AppConfig):
@@ -9,7 +8,6 @@ class McpGatewayConfig(AppConfig):
     verbose_name = "MCP gateway"
 
     def ready(self) -> None:
-        if settings.GATEHOUSE["COUNT_QUERIES"]:
-            from mcp_gateway.querycount import querycount_install
+        from mcp_gateway.metrics import metrics_install
 
-            querycount_install()
+        metrics_install()

@@ -12,9 +12,10 @@ from django.http.request import split_domain_port, validate_host
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from accounts.scopes import scope_definitions
-from mcp_gateway.asgi_http import request_header, send_json
-from mcp_gateway.errors import AuthenticationFailed
-from mcp_gateway.identity import SCOPE_KEY, Identity
+from core.asgi_http import request_header, send_json
+from core.errors import AuthenticationFailed
+from core.identity import Identity
+from mcp_gateway.identity import SCOPE_KEY
 from mcp_gateway.sessions import LiveSession
 from mcp_gateway.tokens import identity_from_bearer
 

@@ -14,7 +14,7 @@ from mcp_types import jsonrpc_message_adapter
 from pydantic import ValidationError
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from mcp_gateway.asgi_http import send_json
+from core.asgi_http import send_json
 
 MESSAGE_KEY = "gatehouse.message"
 MAX_BODY_BYTES = 4 * 1024 * 1024

@@ -25,11 +25,11 @@ from typing import Any
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.shared.exceptions import MCPError
 
-from mcp_gateway.audit import audit_arguments, audit_entry, audit_record_async
-from mcp_gateway.errors import PermissionDenied, RateLimited
+from core.audit import audit_arguments, audit_entry, audit_record_async
+from core.errors import PermissionDenied, RateLimited
+from core.models import AuditAction, AuditOutcome, RateLimitScope
 from mcp_gateway.exchange import SESSION_KEY
 from mcp_gateway.identity import identity_from_request
-from mcp_gateway.models import AuditAction, AuditOutcome, RateLimitScope
 from mcp_gateway.registry import Registry
 
 # The notes of the call in progress; a dict shared by reference, so a handler running in a task

@@ -22,12 +22,12 @@ from mcp_types import EmptyResult, SetLevelRequestParams, ToolAnnotations
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from core.asgi_http import request_header
+from core.db import db_call
 from mcp_gateway.asgi_auth import McpAuthMiddleware
 from mcp_gateway.asgi_envelope import JsonRpcEnvelopeMiddleware
-from mcp_gateway.asgi_http import request_header
 from mcp_gateway.asgi_sessions import McpSessionMiddleware
 from mcp_gateway.audit_trail import AuditTrail
-from mcp_gateway.db import db_call
 from mcp_gateway.exchange import SESSION_KEY, HandshakeEraApp
 from mcp_gateway.guard import RequestGuard, guarded_handler
 from mcp_gateway.identity import SCOPE_KEY as IDENTITY_KEY

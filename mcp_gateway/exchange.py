@@ -42,9 +42,10 @@ from pydantic import ValidationError
 from starlette.requests import Request
 from starlette.types import Message, Receive, Scope, Send
 
+from core.asgi_http import request_header, send_json
+from core.errors import Timeout
 from mcp_gateway.asgi_envelope import MESSAGE_KEY, jsonrpc_error
-from mcp_gateway.asgi_http import request_header, send_json
-from mcp_gateway.errors import Timeout, as_mcp_error
+from mcp_gateway.jsonrpc_errors import as_mcp_error
 from mcp_gateway.relay import LocalRelay
 from mcp_gateway.sessions import LiveSession
 

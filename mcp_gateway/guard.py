@@ -14,16 +14,13 @@ from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 
-from mcp_gateway.db import db_call
-from mcp_gateway.errors import InsufficientScope, InvalidInput, as_mcp_error
-from mcp_gateway.identity import (
-    Identity,
-    identity_from_request,
-    identity_reset_current,
-    identity_set_current,
-)
-from mcp_gateway.models import RateLimitScope
-from mcp_gateway.ratelimit import rate_limit_mcp
+from core.db import db_call
+from core.errors import InsufficientScope, InvalidInput
+from core.identity import Identity
+from core.models import RateLimitScope
+from core.ratelimit import rate_limit_mcp
+from mcp_gateway.identity import identity_from_request, identity_reset_current, identity_set_current
+from mcp_gateway.jsonrpc_errors import as_mcp_error
 from mcp_gateway.rbac import missing_scopes, tool_allowed
 from mcp_gateway.registry import Registry, ToolSpec
 from mcp_gateway.toolset_access import toolsets_enabled, toolsets_enabled_cached

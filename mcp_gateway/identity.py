@@ -1,35 +1,21 @@
+"""Where an MCP handler finds its caller: the ASGI scope of its request (``identity_from_request``),
+or, for handlers the SDK gives no request, the request guard's context variable."""
+
 from __future__ import annotations
 
 import contextvars
-from dataclasses import dataclass
 from typing import Any
 
 from mcp.server.mcpserver import Context
 
-from mcp_gateway.errors import AuthenticationFailed
+from core.errors import AuthenticationFailed
+from core.identity import Identity
 
 SCOPE_KEY = "gatehouse.identity"
 
 # Set by the request guard for the duration of each request, for handlers the SDK gives no
 # Context (a static resource's function, for one).
 _current: contextvars.ContextVar[Identity | None] = contextvars.ContextVar("gatehouse_identity", default=None)
-
-
-@dataclass(frozen=True, slots=True)
-class Identity:
-    """Who is calling: resolved from the bearer token once per HTTP request, never cached globally."""
-
-    user_id: int
-    username: str
-    tenant_id: int
-    tenant_slug: str
-    tenant_name: str
-    role: str
-    scopes: frozenset[str]
-    application_id: int
-    client_id: str
-    client_name: str
-    token_id: int
 
 
 def identity_from_request(request: Any) -> Identity:

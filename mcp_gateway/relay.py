@@ -25,7 +25,7 @@ from django.db import connection
 from mcp.shared.exceptions import MCPError
 from mcp_types import ErrorData
 
-from mcp_gateway.db import db_call, psycopg_connect_kwargs
+from core.db import db_call, psycopg_connect_kwargs
 from mcp_gateway.models import RelayedMessage
 
 logger = logging.getLogger(__name__)

@@ -17,7 +17,7 @@ from django.conf import settings
 from mcp.server.context import ServerRequestContext
 from mcp.server.request_state import RequestStateSecurity
 
-from mcp_gateway.errors import AuthenticationFailed
+from core.errors import AuthenticationFailed
 from mcp_gateway.identity import identity_from_request
 
 HKDF_INFO = b"gatehouse mcp request state"

@@ -16,9 +16,10 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from mcp_gateway.audit import audit_record
-from mcp_gateway.identity import Identity
-from mcp_gateway.models import AuditAction, McpSession, RelayedMessage, TerminationReason
+from core.audit import audit_record
+from core.identity import Identity
+from core.models import AuditAction
+from mcp_gateway.models import McpSession, RelayedMessage, TerminationReason
 
 TOUCH_INTERVAL = timedelta(seconds=60)
 RELAYED_MESSAGE_LIFETIME = timedelta(hours=1)

@@ -14,9 +14,9 @@ from oauth2_provider.models import Application
 
 from accounts.models import Membership, Tenant
 from accounts.scopes import scopes_for_role
-from mcp_gateway.db import hot_path_fetchone
-from mcp_gateway.errors import AuthenticationFailed
-from mcp_gateway.identity import Identity
+from core.db import hot_path_fetchone
+from core.errors import AuthenticationFailed
+from core.identity import Identity
 from mcp_gateway.models import McpSession
 from mcp_gateway.sessions import LiveSession
 from oauth.models import AccessToken

@@ -20,8 +20,8 @@ from django.utils import timezone
 from oauth2_provider.models import Application
 from oauth2_provider.settings import oauth2_settings
 
-from mcp_gateway.audit import audit_record
-from mcp_gateway.models import AuditAction, AuditEvent, AuditOutcome
+from core.audit import audit_record
+from core.models import AuditAction, AuditEvent, AuditOutcome
 from oauth.models import AccessToken, Grant, RefreshToken
 
 logger = logging.getLogger(__name__)

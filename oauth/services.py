@@ -20,8 +20,8 @@ from django.db.models import Q
 from oauth2_provider.models import revoke_access_token
 
 from accounts.models import Tenant, User
-from mcp_gateway.audit import audit_record
-from mcp_gateway.models import AuditAction
+from core.audit import audit_record
+from core.models import AuditAction
 from oauth.models import AccessToken, RefreshToken
 
 BY_OPERATOR = "operator"

@@ -21,8 +21,8 @@ from oauth2_provider.settings import oauth2_settings
 from oauthlib.oauth2.rfc6749 import errors
 
 from accounts.models import Membership
-from mcp_gateway.audit import audit_record
-from mcp_gateway.models import AuditAction
+from core.audit import audit_record
+from core.models import AuditAction
 from oauth.models import AccessToken, Grant, RefreshToken
 from oauth.selectors import access_token_find_for_client, refresh_token_find
 from oauth.services import (

@@ -18,9 +18,9 @@ from urllib.parse import unquote
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from oauth2_provider import views as oauth2_views
 
-from accounts.throttles import client_address, throttle_check
-from mcp_gateway.audit import audit_record
-from mcp_gateway.models import AuditAction, AuditOutcome, RateLimitScope
+from core.audit import audit_record
+from core.models import AuditAction, AuditOutcome, RateLimitScope
+from core.throttles import client_address, throttle_check
 from oauth.redirects import redirect_transport_is_safe
 from oauth.selectors import access_token_find, application_find
 

@@ -5,7 +5,7 @@ import secrets
 import pytest
 from django.conf import settings
 
-from mcp_gateway.ratelimit import rate_limit_reset_for_tests
+from core.ratelimit import rate_limit_reset_for_tests
 from tests.factories import MembershipFactory, TenantFactory, UserFactory
 
 

@@ -9,7 +9,8 @@ from django.utils import timezone
 from oauth2_provider.models import Application
 
 from accounts.models import Membership, RememberedConsent, Role, Tenant, User
-from config.crypto import secret_encrypt
+from core.crypto import secret_encrypt
+from core.models import AuditAction, AuditEvent, AuditOutcome, RateLimitRule, RateLimitScope
 from data_agent.models import (
     AgentPreference,
     Dataset,
@@ -21,14 +22,7 @@ from data_agent.models import (
     Relationship,
 )
 from language_models.models import LanguageModel
-from mcp_gateway.models import (
-    AuditAction,
-    AuditEvent,
-    AuditOutcome,
-    McpSession,
-    RateLimitRule,
-    RateLimitScope,
-)
+from mcp_gateway.models import McpSession
 from oauth.models import AccessToken, Grant, RedirectUriPattern, RefreshToken
 
 DEFAULT_PASSWORD = "correct-horse-battery-staple"

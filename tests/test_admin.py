@@ -18,9 +18,10 @@ from django.utils import timezone
 from oauth2_provider.models import Application, get_id_token_model
 
 from accounts.models import Membership, RememberedConsent, Tenant, User
+from core.models import AuditEvent, RateLimitRule
 from data_agent.models import AgentPreference, Dataset, DataSource, Ontology
 from language_models.models import LanguageModel
-from mcp_gateway.models import AuditEvent, McpSession, RateLimitRule, TenantToolset
+from mcp_gateway.models import McpSession, TenantToolset
 from oauth.models import AccessToken, Grant, RedirectUriPattern, RefreshToken
 from tests.admin_support import admin_url
 from tests.factories import (
@@ -197,7 +198,7 @@ def test_every_action_is_known_and_delete_selected_deletes(client, operator, ope
 def test_a_non_staff_user_cannot_export_the_audit_trail(client):
     AuditEventFactory.create()
     client.force_login(UserFactory.create(username="plain"))
-    response = client.get(reverse("admin:mcp_gateway_auditevent_export"))
+    response = client.get(reverse("admin:core_auditevent_export"))
     assert response.status_code == 302
     assert response["location"].startswith("/admin/login/")
 
@@ -205,7 +206,7 @@ def test_a_non_staff_user_cannot_export_the_audit_trail(client):
 def test_staff_without_permissions_cannot_export_the_audit_trail(client):
     AuditEventFactory.create()
     client.force_login(UserFactory.create(username="junior", is_staff=True))
-    assert client.get(reverse("admin:mcp_gateway_auditevent_export")).status_code == 403
+    assert client.get(reverse("admin:core_auditevent_export")).status_code == 403
 
 
 # Tenants and members

@@ -10,8 +10,8 @@ from django.db import connections
 from django.urls import reverse
 
 from accounts.models import User
-from mcp_gateway.audit_export import AUDIT_CSV_COLUMNS
-from mcp_gateway.models import AuditEvent
+from core.audit_export import AUDIT_CSV_COLUMNS
+from core.models import AuditEvent
 from tests.admin_support import admin_url, post_action
 from tests.factories import AuditEventFactory, UserFactory
 
@@ -95,7 +95,7 @@ def test_the_export_link_exports_the_current_filtered_list(client, operator, mem
     AuditEventFactory.create(membership=member)
     theirs = AuditEventFactory.create(membership=outsider)
     changelist = client.get(admin_url(AuditEvent, "changelist"), {"tenant__id__exact": outsider.tenant.pk})
-    export_url = reverse("admin:mcp_gateway_auditevent_export") + f"?tenant__id__exact={outsider.tenant.pk}"
+    export_url = reverse("admin:core_auditevent_export") + f"?tenant__id__exact={outsider.tenant.pk}"
     assert export_url.replace("&", "&amp;") in changelist.content.decode()
     _, *rows = _csv_rows(client.get(export_url))
     assert [row[7] for row in rows] == [theirs.request_id]
@@ -103,7 +103,7 @@ def test_the_export_link_exports_the_current_filtered_list(client, operator, mem
 
 def test_spreadsheet_formulas_in_exported_text_are_defused(client, operator, member):
     AuditEventFactory.create(membership=member, username="=HYPERLINK(1)", target="+SUM(A1)")
-    _, row = _csv_rows(client.get(reverse("admin:mcp_gateway_auditevent_export")))
+    _, row = _csv_rows(client.get(reverse("admin:core_auditevent_export")))
     assert row[4] == "'=HYPERLINK(1)"
     assert row[9] == "'+SUM(A1)"
 
@@ -121,7 +121,7 @@ async def test_under_asgi_the_export_streams_in_chunks(async_client):
 
     await async_client.aforce_login(await setup())
     try:
-        response = await async_client.get(reverse("admin:mcp_gateway_auditevent_export"))
+        response = await async_client.get(reverse("admin:core_auditevent_export"))
         assert response.status_code == 200
         assert response.is_async
         chunks = [chunk async for chunk in response.streaming_content]

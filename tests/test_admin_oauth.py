@@ -8,7 +8,8 @@ from django.urls import reverse
 from django.utils import timezone
 from oauth2_provider.models import Application
 
-from mcp_gateway.models import AuditEvent, McpSession, TerminationReason
+from core.models import AuditEvent
+from mcp_gateway.models import McpSession, TerminationReason
 from oauth.models import AccessToken, RefreshToken
 from tests.admin_support import admin_url, post_action
 from tests.factories import (

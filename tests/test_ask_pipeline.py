@@ -300,7 +300,7 @@ def test_a_tenant_without_a_model_is_told_so_before_anything_runs():
 
 
 async def test_an_unreachable_data_source_is_unavailable(tmp_path, script):
-    from mcp_gateway.errors import Unavailable
+    from core.errors import Unavailable
 
     script(planner=PLAN, navigator=ROUTE, sql_builder=BUILT)
     with pytest.raises(Unavailable) as refusal:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from django.test import Client
 
-from mcp_gateway.models import AuditAction, AuditEvent
+from core.models import AuditAction, AuditEvent
 from tests.oauth_support import authorize
 
 CLIENT_ID = "https://client.example/oauth/metadata.json"

@@ -9,8 +9,8 @@ from django.core.management import CommandError, call_command
 from django.utils import timezone
 
 from accounts.models import Membership, Tenant
-from mcp_gateway.models import AuditEvent
-from mcp_gateway.retention import audit_purge
+from core.audit_retention import audit_purge
+from core.models import AuditEvent
 from oauth.models import AccessToken, RefreshToken
 from tests.factories import (
     AccessTokenFactory,

@@ -25,7 +25,8 @@ from accounts.consent import consent_decide, consent_forget, consent_remember
 from accounts.models import Membership, RememberedConsent, Role
 from accounts.portal import DISCONNECTED, SESSION_ENDED
 from accounts.views import CONSENT_REQUIRED, LOOPBACK_WARNING, REGISTRATION_SOURCES
-from mcp_gateway.models import AuditAction, AuditEvent, McpSession, TerminationReason
+from core.models import AuditAction, AuditEvent
+from mcp_gateway.models import McpSession, TerminationReason
 from oauth.models import AccessToken, RefreshToken
 from tests.factories import (
     AccessTokenFactory,

@@ -12,7 +12,9 @@ from django.core.management import call_command
 from django.db import connections
 from psycopg import sql
 
-from config.crypto import env_fernet_key, secret_decrypt, secret_encrypt
+from config.env import env_fernet_key
+from core.crypto import secret_decrypt, secret_encrypt
+from core.errors import NotFound
 from data_agent.models import DataSource, Ontology, OntologyStatus
 from data_agent.sample import (
     DATA_SOURCE_NAME,
@@ -32,7 +34,6 @@ from data_agent.selectors import (
     ontology_source_tables,
 )
 from data_agent.services import data_source_create
-from mcp_gateway.errors import NotFound
 from mcp_gateway.models import TenantToolset
 from tests.admin_support import admin_url
 from tests.factories import DatasetFactory, DataSourceFactory, OntologyFactory, TenantFactory

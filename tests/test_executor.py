@@ -12,6 +12,8 @@ import pytest
 from psycopg import sql
 from psycopg.conninfo import make_conninfo
 
+from core.db import psycopg_connect_kwargs
+from core.errors import InvalidInput, Timeout, Unavailable
 from data_agent.executor import (
     QUERY_READ_ONLY,
     QUERY_TIMED_OUT,
@@ -19,8 +21,6 @@ from data_agent.executor import (
     json_safe,
     query_execute,
 )
-from mcp_gateway.db import psycopg_connect_kwargs
-from mcp_gateway.errors import InvalidInput, Timeout, Unavailable
 
 
 @pytest.fixture(scope="module")

@@ -8,8 +8,8 @@ import pytest
 from django.http import HttpResponse
 from django.test import RequestFactory
 
-from config.http_errors import GatehouseErrorMiddleware
-from mcp_gateway.errors import NotFound, PermissionDenied, RateLimited
+from core.errors import NotFound, PermissionDenied, RateLimited
+from core.http_errors import GatehouseErrorMiddleware
 
 HTML = "text/html,application/xhtml+xml;q=0.9,*/*;q=0.8"
 

@@ -14,6 +14,7 @@ from django.db import IntegrityError, connection, transaction
 from django.utils.html import escape
 
 from accounts.models import Tenant, User
+from core.errors import NotReady, Unavailable
 from language_models.admin import KEY_BOTH, KEY_NONE, KEY_STORED, TEST_PURPOSE
 from language_models.models import LanguageModel
 from language_models.selectors import (
@@ -24,7 +25,6 @@ from language_models.selectors import (
     NoModelConfigured,
     language_model_for_tenant,
 )
-from mcp_gateway.errors import NotReady, Unavailable
 from tests.admin_support import admin_url, post_action
 from tests.factories import LanguageModelFactory, TenantFactory
 from tests.python_process import python_run

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from core.errors import GatehouseError, Timeout, Unavailable
 from language_models.completion import (
     LLM_CONTEXT_TOO_LONG,
     LLM_CREDENTIALS_REFUSED,
@@ -31,7 +32,6 @@ from language_models.completion import (
     llm_complete,
 )
 from language_models.selectors import ModelConfig
-from mcp_gateway.errors import GatehouseError, Timeout, Unavailable
 from tests.python_process import python_run
 
 API_KEY = "sk-test-never-shown-0123456789"
@@ -310,7 +310,7 @@ def test_the_first_call_imports_litellm_without_stalling_the_event_loop(tmp_path
 
 
 async def test_calls_and_tokens_are_counted_for_metrics(script):
-    from mcp_gateway.metrics import LLM_CALLS, LLM_TOKENS
+    from language_models.metrics import LLM_CALLS, LLM_TOKENS
 
     def sample(metric, name: str, **labels: str) -> float:
         # The counters themselves: the registry's collectors include a database read, not for async code.

@@ -11,7 +11,7 @@ from django.utils import timezone
 from oauth2_provider.models import Application
 from oauth2_provider.settings import oauth2_settings
 
-from mcp_gateway.models import AuditAction, AuditEvent
+from core.models import AuditAction, AuditEvent
 from oauth.management.commands.purge_unused_clients import DAYS_TOO_FEW
 from tests.factories import (
     AccessTokenFactory,

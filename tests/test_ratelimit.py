@@ -13,16 +13,10 @@ from django.db import connections
 from limits.errors import ConfigurationError
 
 from accounts.models import Membership
-from mcp_gateway.errors import RateLimited
-from mcp_gateway.identity import Identity
-from mcp_gateway.models import RateLimitRule, RateLimitScope
-from mcp_gateway.ratelimit import (
-    STORAGE_UNAVAILABLE,
-    AppliedLimit,
-    rate_limit_for,
-    rate_limit_http,
-    rate_limit_mcp,
-)
+from core.errors import RateLimited
+from core.identity import Identity
+from core.models import RateLimitRule, RateLimitScope
+from core.ratelimit import STORAGE_UNAVAILABLE, AppliedLimit, rate_limit_for, rate_limit_http, rate_limit_mcp
 from tests.factories import MembershipFactory
 
 REDIS_URL = "redis://127.0.0.1:6379/0"
@@ -341,7 +335,7 @@ async def test_a_caller_who_waits_as_told_is_let_in(limits_config, alice):
 @async_db
 async def test_calls_are_allowed_while_the_store_is_down_with_one_warning(limits_config, alice, caplog):
     limits_config(storage_url=DEAD_REDIS_URL, tool="1/minute")
-    with caplog.at_level(logging.WARNING, logger="mcp_gateway.ratelimit"):
+    with caplog.at_level(logging.WARNING, logger="core.ratelimit"):
         started = time.monotonic()
         assert await calls_allowed(alice, tries=5) == 5
         assert time.monotonic() - started < 2

@@ -6,7 +6,7 @@ import pytest
 from mcp.shared.exceptions import MCPError
 from mcp_types import ErrorData
 
-from mcp_gateway.identity import Identity
+from core.identity import Identity
 from mcp_gateway.relay import LocalRelay
 from mcp_gateway.step_up import step_up_challenge
 

@@ -13,7 +13,7 @@ from django.core.exceptions import ImproperlyConfigured
 
 from config.asgi import application
 from config.log_format import PLAIN_FORMAT, JsonLogFormatter, RequestIdFilter, env_log_format
-from config.request_context import client_ip
+from core.request_context import client_ip
 
 GENERATED_ID = re.compile(r"^[0-9a-f]{32}$")
 PEER = ("198.51.100.7", 50000)

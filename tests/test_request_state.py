@@ -6,7 +6,8 @@ from types import SimpleNamespace
 
 from mcp.server.request_state import AESGCMRequestStateCodec
 
-from mcp_gateway.identity import SCOPE_KEY, Identity
+from core.identity import Identity
+from mcp_gateway.identity import SCOPE_KEY
 from mcp_gateway.request_state import _principal, request_state_security
 
 

@@ -67,7 +67,7 @@ def test_the_registry_refuses_a_tool_needing_an_unknown_scope():
 
 def test_the_registry_refuses_a_module_without_a_toolset():
     with pytest.raises(ImproperlyConfigured, match="must define"):
-        registry_load(module_paths=["mcp_gateway.errors"])
+        registry_load(module_paths=["core.errors"])
 
 
 def test_the_account_toolset_declares_its_scopes_next_to_its_tools():

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from core.errors import InvalidInput
 from data_agent.lineage import lineage_from_query
 from data_agent.sql_gate import (
     SQL_FUNCTION,
@@ -21,7 +22,6 @@ from data_agent.sql_gate import (
     GatedQuery,
     sql_gate_check,
 )
-from mcp_gateway.errors import InvalidInput
 
 ACME_TABLES = frozenset({"orders", "customers", "order_lines", "products", "regions"})
 DATASETS = {"orders": "Orders", "customers": "Customers", "order_lines": "Order lines", "regions": "Regions"}

@@ -19,7 +19,7 @@ from oauth2_provider.models import Application
 from oauthlib.common import Request
 
 from accounts.models import Membership
-from mcp_gateway.models import AuditAction, AuditEvent
+from core.models import AuditAction, AuditEvent
 from oauth.models import AccessToken, RefreshToken
 from oauth.services import BY_OPERATOR, BY_REUSE_DETECTION, refresh_token_revoke
 from oauth.token_storage import token_checksum

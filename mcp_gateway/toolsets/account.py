@@ -9,7 +9,7 @@ from pydantic import BaseModel, Field, StringConstraints
 
 from accounts.scopes import SCOPE_READ, SCOPE_WRITE
 from accounts.services import DISPLAY_NAME_MAX, user_set_display_name
-from mcp_gateway.db import db_call
+from core.db import db_call
 from mcp_gateway.identity import identity_from_context
 from mcp_gateway.registry import Toolset, tool
 

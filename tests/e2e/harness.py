@@ -37,7 +37,7 @@ E2E_RATE_LIMIT_PREFIX = "gatehouse-e2e-" + secrets.token_hex(6)
 
 
 def _data_source_key() -> str:
-    from config.crypto import encryption_key
+    from core.crypto import encryption_key
 
     return encryption_key()
 

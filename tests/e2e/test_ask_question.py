@@ -14,12 +14,12 @@ import pytest
 from mcp.shared.exceptions import MCPError
 from mcp_types import ElicitRequestParams, ElicitResult, TextContent
 
+from core.models import AuditAction, AuditEvent
 from data_agent.ask_pipeline import PHASES
 from data_agent.executor import json_safe
 from data_agent.models import Ontology
 from data_agent.sample import ONTOLOGY_NAME
 from data_agent.selectors import data_source_url
-from mcp_gateway.models import AuditAction, AuditEvent
 from tests.e2e.conftest import _serve
 from tests.e2e.harness import E2E_RATE_LIMIT_PREFIX, DaphneServer, Person, RoundRobin, sdk_client
 from tests.factories import LanguageModelFactory

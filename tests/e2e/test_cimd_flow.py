@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import pytest
 from oauth2_provider.models import Application
 
-from mcp_gateway.models import AuditAction, AuditEvent
+from core.models import AuditAction, AuditEvent
 from tests.cimd_document_server import DocumentServer, client_document, document_server
 from tests.e2e.conftest import _serve
 from tests.e2e.harness import REDIRECT_URI, Browser, DaphneServer, Person, sdk_client

@@ -9,7 +9,8 @@ import pytest
 
 from accounts.connected import BY_OWNER
 from accounts.models import Tenant
-from mcp_gateway.models import AuditAction, AuditEvent, McpSession, TerminationReason
+from core.models import AuditAction, AuditEvent
+from mcp_gateway.models import McpSession, TerminationReason
 from tests.e2e.harness import Browser, Person, parse_form, sdk_client
 from tests.e2e.oauth_driver import OAuthDriver, access_token, pkce_pair
 from tests.e2e.raw_mcp import RawMcp

@@ -7,7 +7,7 @@ import httpx
 import pytest
 
 from accounts.models import Tenant
-from mcp_gateway.models import AuditAction, AuditEvent
+from core.models import AuditAction, AuditEvent
 from tests.e2e.harness import Browser, Person, redirect_params, sdk_client
 from tests.e2e.oauth_driver import OAuthDriver, pkce_pair
 from tests.factories import DEFAULT_PASSWORD, MembershipFactory, UserFactory

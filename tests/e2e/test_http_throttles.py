@@ -15,8 +15,8 @@ import httpx
 import pytest
 
 from accounts.login import LOGIN_THROTTLED
-from mcp_gateway.errors import RATE_LIMITED
-from mcp_gateway.models import AuditAction, AuditEvent, AuditOutcome, RateLimitRule, RateLimitScope
+from core.errors import RATE_LIMITED
+from core.models import AuditAction, AuditEvent, AuditOutcome, RateLimitRule, RateLimitScope
 from tests.e2e.conftest import _serve
 from tests.e2e.harness import DaphneServer, parse_form
 from tests.e2e.oauth_driver import OAuthDriver, pkce_pair

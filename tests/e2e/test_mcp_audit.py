@@ -9,8 +9,8 @@ import httpx2
 import pytest
 from mcp.shared.exceptions import MCPError
 
-from mcp_gateway.audit import REDACTED
-from mcp_gateway.models import AuditAction, AuditEvent, AuditOutcome
+from core.audit import REDACTED
+from core.models import AuditAction, AuditEvent, AuditOutcome
 from tests.e2e.harness import Person, sdk_client
 
 pytestmark = pytest.mark.django_db

@@ -10,7 +10,7 @@ import pytest
 from mcp.shared.exceptions import MCPError
 from prometheus_client.parser import text_string_to_metric_families
 
-from mcp_gateway.metrics import METRICS_FORBIDDEN
+from core.metrics import METRICS_FORBIDDEN
 from tests.e2e.harness import DaphneServer, Person, sdk_client
 
 pytestmark = pytest.mark.django_db

@@ -8,7 +8,7 @@ import httpx
 import httpx2
 import pytest
 
-from mcp_gateway.models import AuditAction, AuditEvent, AuditOutcome
+from core.models import AuditAction, AuditEvent, AuditOutcome
 from tests.e2e.harness import DEMO_PASSWORD, REDIRECT_URI, Browser, Person, parse_form, sdk_client
 from tests.e2e.oauth_driver import OAuthDriver, pkce_pair
 from tests.factories import DEFAULT_PASSWORD, UserFactory

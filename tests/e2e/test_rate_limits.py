@@ -15,7 +15,7 @@ from django.utils import timezone
 from mcp.shared.exceptions import MCPError
 
 from accounts.models import Tenant
-from mcp_gateway.models import AuditAction, AuditEvent, AuditOutcome, RateLimitRule, RateLimitScope
+from core.models import AuditAction, AuditEvent, AuditOutcome, RateLimitRule, RateLimitScope
 from tests.e2e.conftest import _in_own_thread
 from tests.e2e.harness import E2E_RATE_LIMIT_PREFIX, DaphneServer, Person, sdk_client
 

@@ -6,11 +6,11 @@ import psycopg
 import pytest
 from mcp.shared.exceptions import MCPError
 
+from core.models import AuditEvent
 from data_agent.executor import json_safe
 from data_agent.models import Ontology
 from data_agent.sample import ONTOLOGY_NAME
 from data_agent.selectors import data_source_url
-from mcp_gateway.models import AuditEvent
 from tests.e2e.harness import Person, sdk_client
 
 pytestmark = pytest.mark.django_db

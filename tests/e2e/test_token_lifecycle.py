@@ -15,7 +15,7 @@ from asgiref.sync import sync_to_async
 from django.db import connection
 
 from accounts.models import Membership, Tenant, User
-from mcp_gateway.models import AuditAction, AuditEvent, AuditOutcome
+from core.models import AuditAction, AuditEvent, AuditOutcome
 from oauth.models import AccessToken, RefreshToken
 from oauth.services import BY_CLIENT, BY_REUSE_DETECTION
 from oauth.token_storage import token_checksum

@@ -8,7 +8,7 @@ from django.db import OperationalError
 from mcp.server.mcpserver import Context
 
 from accounts.scopes import SCOPE_READ
-from mcp_gateway.errors import NotFound, NotReady
+from core.errors import NotFound, NotReady
 from mcp_gateway.registry import Toolset, tool
 
 SECRET_DETAIL = "password=hunter2 at /srv/gatehouse/secrets.py:42"

@@ -7,7 +7,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from accounts.models import Role
 from accounts.selectors import tenant_get, user_get
 from accounts.services import membership_set
-from mcp_gateway.errors import GatehouseError
+from core.errors import GatehouseError
 
 
 class Command(BaseCommand):

@@ -5,7 +5,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from accounts.services import tenant_create
-from mcp_gateway.errors import GatehouseError
+from core.errors import GatehouseError
 
 
 class Command(BaseCommand):

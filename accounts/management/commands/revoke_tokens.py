@@ -5,7 +5,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from accounts.selectors import tenant_get, user_get
-from mcp_gateway.errors import GatehouseError
+from core.errors import GatehouseError
 from oauth.services import BY_OPERATOR_COMMAND, tokens_revoke_for_user
 
 

@@ -11,7 +11,7 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 from django.utils.deprecation import MiddlewareMixin
 
-from mcp_gateway.errors import (
+from core.errors import (
     AuthenticationFailed,
     GatehouseError,
     InvalidInput,

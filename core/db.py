@@ -25,7 +25,7 @@ from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.db import DatabaseError, close_old_connections, connection, connections
 
-from mcp_gateway.querycount import querycount_add
+from core.querycount import querycount_add
 
 logger = logging.getLogger(__name__)
 

@@ -1,20 +1,14 @@
-"""The application's one error hierarchy and its translation to JSON-RPC.
+"""The application's one error hierarchy: each class carries both of its wire codes.
 
-Services and tools raise these; ``as_mcp_error`` is the only place any exception becomes a JSON-RPC
-error. The HTTP layer's answers (401, 403, 404 ...) are written by the ASGI middleware that owns
-them (``asgi_auth``, ``asgi_sessions``).
+Services and tools raise these. Exactly two places translate them: ``core.http_errors`` to HTTP
+(pages, OAuth endpoints) and ``mcp_gateway.jsonrpc_errors`` to JSON-RPC. The MCP endpoint's own
+HTTP answers (401, 403, 404 ...) are written by the ASGI layers that own them.
 """
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Iterable
 from typing import Any
-
-from django.db import DatabaseError
-from mcp.shared.exceptions import MCPError
-
-logger = logging.getLogger(__name__)
 
 INSUFFICIENT_SCOPE = "The access token lacks a scope this tool requires."
 RATE_LIMITED = "Too many requests."
@@ -98,21 +92,3 @@ class RateLimited(GatehouseError):
             f"{RATE_LIMITED} Limit: {limit}. Retry in {retry_after_seconds} s.",
             data={"limit": limit, "retryAfterSeconds": retry_after_seconds},
         )
-
-
-def as_mcp_error(error: BaseException) -> MCPError:
-    """The JSON-RPC error a client sees for any exception raised while serving its request."""
-    if isinstance(error, MCPError):
-        return error
-    if isinstance(error, GatehouseError):
-        translated = error
-    elif isinstance(error, TimeoutError):
-        translated = Timeout()
-    elif isinstance(error, DatabaseError):
-        logger.error("Database unavailable while serving an MCP request", exc_info=error)
-        translated = Unavailable()
-    else:
-        # Internals (messages, stack traces) go to the log, never to the client.
-        logger.error("Unexpected error while serving an MCP request", exc_info=error)
-        translated = GatehouseError()
-    return MCPError(code=translated.jsonrpc_code, message=translated.message, data=translated.data)

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from django.conf import settings
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from mcp_gateway.asgi_http import request_header
+from core.asgi_http import request_header
 
 REQUEST_ID_HEADER = b"x-request-id"
 access_logger = logging.getLogger("gatehouse.access")

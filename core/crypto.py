@@ -11,29 +11,14 @@ they must be entered again in the admin. (``MultiFernet`` would allow rotation l
 from __future__ import annotations
 
 import base64
-import binascii
 
 from cryptography.fernet import Fernet, InvalidToken
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 from django.conf import settings
-from django.core.exceptions import ImproperlyConfigured
-
-from config.env import env_optional
 
 HKDF_INFO = b"gatehouse data source url encryption"
 UNDECRYPTABLE = "The stored secret cannot be decrypted with the current key; enter it again in the admin."
-
-
-def env_fernet_key(name: str) -> str | None:
-    """A Fernet key from the environment (or ``NAME_FILE``); a malformed one fails at start."""
-    value = env_optional(name)
-    if value is not None:
-        try:
-            Fernet(value)
-        except (ValueError, binascii.Error) as exc:
-            raise ImproperlyConfigured(f"{name} must be a Fernet key (Fernet.generate_key()).") from exc
-    return value
 
 
 def encryption_key() -> str:

@@ -11,7 +11,7 @@ from typing import Any
 from asgiref.sync import sync_to_async
 from django.db.models import QuerySet
 
-from mcp_gateway.models import AuditEvent
+from core.models import AuditEvent
 
 AUDIT_CSV_COLUMNS = (
     "created", "action", "outcome", "tenant", "username", "client_id", "session_id", "request_id", "ip",

@@ -61,11 +61,11 @@ from limits.limits import (
 from limits.storage import storage_from_string
 from limits.strategies import MovingWindowRateLimiter
 
-from mcp_gateway.db import db_call
-from mcp_gateway.errors import RateLimited
-from mcp_gateway.identity import Identity
-from mcp_gateway.models import RateLimitRule, RateLimitScope
-from mcp_gateway.ratelimit_rules import PER_IP_SCOPES
+from core.db import db_call
+from core.errors import RateLimited
+from core.identity import Identity
+from core.models import RateLimitRule, RateLimitScope
+from core.ratelimit_rules import PER_IP_SCOPES
 
 logger = logging.getLogger(__name__)
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
+from django.db.models import Model
 
-from accounts.models import Tenant
-from mcp_gateway.models import RateLimitScope
+from core.models import RateLimitScope
 
 # Counted per client address before anyone has signed in, so there is no tenant or target to match.
 PER_IP_SCOPES = frozenset({RateLimitScope.AUTHORIZE, RateLimitScope.LOGIN, RateLimitScope.REGISTER})
@@ -17,7 +17,7 @@ PERIOD_TOO_SHORT = "The period must be at least one second."
 
 
 def rate_limit_rule_validate(
-    *, scope: str, target: str, tenant: Tenant | None, period_seconds: int | None
+    *, scope: str, target: str, tenant: Model | None, period_seconds: int | None
 ) -> None:
     """Raise ValidationError, keyed by field, for every problem with this rule."""
     problems: dict[str, str] = {}

@@ -10,8 +10,8 @@ Two ways in:
   unaudited), but concurrent calls share one multi-row INSERT on the endpoint's own async pool
   ("group commit"), so the cost per call shrinks as load grows.
 
-Request id and client address come from the request context (``config.request_context``); every
-event also feeds the Prometheus counters (``mcp_gateway.metrics``).
+Request id and client address come from the request context (``core.request_context``); every
+event also feeds the Prometheus counters (``core.metrics``).
 """
 
 from __future__ import annotations
@@ -30,11 +30,11 @@ from django.conf import settings
 from django.db import connection
 from django.utils import timezone
 
-from config.request_context import request_context
-from mcp_gateway.db import hot_path_execute
-from mcp_gateway.identity import Identity
-from mcp_gateway.metrics import metrics_observe
-from mcp_gateway.models import AuditAction, AuditEvent, AuditOutcome
+from core.db import hot_path_execute
+from core.identity import Identity
+from core.metrics import metrics_observe
+from core.models import AuditAction, AuditEvent, AuditOutcome
+from core.request_context import request_context
 
 logger = logging.getLogger(__name__)
 
