@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-from django.conf import settings
 from django.contrib.auth.models import AbstractUser
 from django.db import models
 
@@ -45,28 +44,3 @@ class Membership(models.Model):
 
     def __str__(self) -> str:
         return f"{self.user} in {self.tenant} ({self.role})"
-
-
-class RememberedConsent(models.Model):
-    """A person's standing yes to one client in one tenant, so the next authorization asking for
-    no more than this skips the consent page (``accounts.consent``)."""
-
-    user = models.ForeignKey(User, on_delete=models.CASCADE, related_name="remembered_consents")
-    application = models.ForeignKey(
-        settings.OAUTH2_PROVIDER_APPLICATION_MODEL, on_delete=models.CASCADE, related_name="+"
-    )
-    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="+")
-    scopes = models.CharField(max_length=500, help_text="Sorted, space-separated scopes the person allowed.")
-    created = models.DateTimeField(auto_now_add=True)
-    updated = models.DateTimeField(auto_now=True)
-
-    class Meta:
-        ordering = ["-updated"]
-        constraints = [
-            models.UniqueConstraint(
-                fields=["user", "application", "tenant"], name="remembered_consent_unique_user_client_tenant"
-            ),
-        ]
-
-    def __str__(self) -> str:
-        return f"{self.user} → {self.application_id} in {self.tenant} ({self.scopes})"

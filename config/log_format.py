@@ -17,7 +17,7 @@ from django.core.exceptions import ImproperlyConfigured
 from pythonjsonlogger.core import RESERVED_ATTRS
 from pythonjsonlogger.json import JsonFormatter
 
-from config.env import env_str
+from core.env import env_str
 from core.request_context import current_request_id
 
 LOG_FORMATS = ("json", "plain")

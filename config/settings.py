@@ -10,18 +10,9 @@ from urllib.parse import urlsplit
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
-from config.env import (
-    env_bool,
-    env_fernet_key,
-    env_int,
-    env_list,
-    env_optional,
-    env_origin,
-    env_rate,
-    env_str,
-)
 from config.log_format import PLAIN_FORMAT, env_log_format
 from config.security import secret_key_validate
+from core.env import env_bool, env_fernet_key, env_int, env_list, env_optional, env_origin, env_rate, env_str
 
 # litellm otherwise fetches its model cost map from GitHub when it is imported, and waits on it
 # where there is no internet (CI, closed networks); the copy it ships with is enough for us.
@@ -71,6 +62,7 @@ INSTALLED_APPS = [
     "conversations",
     "data_agent",
     "language_models",
+    "portal",
 ]
 
 MIDDLEWARE = [

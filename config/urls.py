@@ -5,12 +5,12 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path
 from oauth2_provider import views as oauth2_views
 
-from accounts.login import AdminLoginView, LoginView
-from accounts.views import ConsentView
 from config.health import health
 from core.metrics import metrics_view
 from oauth import views as oauth_views
+from oauth.authorize import ConsentView
 from oauth.discovery import discovery_urlpatterns
+from portal.login import AdminLoginView, LoginView
 
 # One list under DOT's namespace, so its metadata views can reverse every endpoint. Discovery
 # documents live at the domain root (RFC 8414 / RFC 9728); the endpoints live under /oauth/.
@@ -31,7 +31,7 @@ urlpatterns = [
     path("", include((oauth2_urlpatterns, "oauth2_provider"))),
     path("accounts/login/", LoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
-    path("accounts/", include("accounts.urls")),
+    path("accounts/", include("portal.urls")),
     # Ahead of the admin's own URLs, so the admin's sign-in is throttled and audited like any other.
     path("admin/login/", AdminLoginView.as_view()),
     path("admin/", admin.site.urls),

@@ -2,11 +2,15 @@ from __future__ import annotations
 
 from typing import Any
 
+from django import forms
 from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
-from mcp_gateway.models import McpSession, TerminationReason
+from accounts.admin import TenantAdmin
+from accounts.models import Tenant
+from mcp_gateway.models import McpSession, TenantToolset, TerminationReason
+from mcp_gateway.registry import default_registry
 from mcp_gateway.sessions import session_terminate
 
 TERMINATED_MESSAGE = "Terminated {count} session(s)."
@@ -74,3 +78,27 @@ class McpSessionAdmin(admin.ModelAdmin):
         for session_id in live:
             session_terminate(session_id=session_id, reason=TerminationReason.OPERATOR)
         self.message_user(request, TERMINATED_MESSAGE.format(count=len(live)), messages.SUCCESS)
+
+
+class TenantToolsetInline(admin.TabularInline):
+    model = TenantToolset
+    extra = 0
+    fields = ["toolset", "enabled", "updated"]
+    readonly_fields = ["updated"]
+
+    def formfield_for_dbfield(self, db_field: Any, request: HttpRequest, **kwargs: Any) -> Any:
+        if db_field.name == "toolset":
+            # Offer the toolsets this deployment serves, not free text.
+            choices = [(t.name, f"{t.name}: {t.description}") for t in default_registry().toolsets]
+            return forms.ChoiceField(choices=choices, label="Toolset")
+        return super().formfield_for_dbfield(db_field, request, **kwargs)
+
+
+class TenantWithToolsetsAdmin(TenantAdmin):
+    """The tenant page of ``accounts``, with the toolsets this app serves: accounts knows no toolset."""
+
+    inlines = [*TenantAdmin.inlines, TenantToolsetInline]
+
+
+admin.site.unregister(Tenant)
+admin.site.register(Tenant, TenantWithToolsetsAdmin)

@@ -16,7 +16,7 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 from oauth2_provider.models import Application, get_application_model
 
-from oauth.models import AccessToken, Grant, RedirectUriPattern, RefreshToken
+from oauth.models import AccessToken, Grant, RedirectUriPattern, RefreshToken, RememberedConsent
 from oauth.services import BY_OPERATOR, RevokedCounts, access_token_revoke, refresh_token_revoke
 
 TOKEN_HASHED = "stored hashed"
@@ -136,3 +136,21 @@ class RedirectUriPatternAdmin(admin.ModelAdmin):
     search_fields = ("pattern", "note", "application__name", "application__client_id")
     autocomplete_fields = ("application",)
     readonly_fields = ("created",)
+
+
+@admin.register(RememberedConsent)
+class RememberedConsentAdmin(admin.ModelAdmin):
+    """What people allowed once and are not asked again; deleting a row makes the next
+    authorization show the consent page again (it revokes nothing)."""
+
+    list_display = ["user", "application", "tenant", "scopes", "updated"]
+    list_filter = ["tenant"]
+    search_fields = ["user__username", "application__name", "application__client_id"]
+    list_select_related = ["user", "application", "tenant"]
+    readonly_fields = ["user", "application", "tenant", "scopes", "created", "updated"]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False

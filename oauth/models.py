@@ -10,7 +10,7 @@ from django.conf import settings
 from django.db import models
 from oauth2_provider.models import AbstractAccessToken, AbstractGrant, AbstractRefreshToken
 
-from accounts.models import Tenant
+from accounts.models import Tenant, User
 from oauth.redirects import redirect_pattern_validate
 
 
@@ -70,3 +70,30 @@ class RedirectUriPattern(models.Model):
 
     def __str__(self) -> str:
         return self.pattern
+
+
+class RememberedConsent(models.Model):
+    """A person's standing yes to one client in one tenant, so the next authorization asking for
+    no more than this skips the consent page (``oauth.consent``)."""
+
+    user = models.ForeignKey(User, on_delete=models.CASCADE, related_name="remembered_consents")
+    application = models.ForeignKey(
+        settings.OAUTH2_PROVIDER_APPLICATION_MODEL, on_delete=models.CASCADE, related_name="+"
+    )
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="+")
+    scopes = models.CharField(max_length=500, help_text="Sorted, space-separated scopes the person allowed.")
+    created = models.DateTimeField(auto_now_add=True)
+    updated = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        # Created under accounts (accounts.0002); moved here by state only (oauth.0005).
+        db_table = "accounts_rememberedconsent"
+        ordering = ["-updated"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["user", "application", "tenant"], name="remembered_consent_unique_user_client_tenant"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.user} → {self.application_id} in {self.tenant} ({self.scopes})"

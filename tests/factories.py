@@ -8,7 +8,7 @@ from django.conf import settings
 from django.utils import timezone
 from oauth2_provider.models import Application
 
-from accounts.models import Membership, RememberedConsent, Role, Tenant, User
+from accounts.models import Membership, Role, Tenant, User
 from core.crypto import secret_encrypt
 from core.models import AuditAction, AuditEvent, AuditOutcome, RateLimitRule, RateLimitScope
 from data_agent.models import (
@@ -23,7 +23,7 @@ from data_agent.models import (
 )
 from language_models.models import LanguageModel
 from mcp_gateway.models import McpSession
-from oauth.models import AccessToken, Grant, RedirectUriPattern, RefreshToken
+from oauth.models import AccessToken, Grant, RedirectUriPattern, RefreshToken, RememberedConsent
 
 DEFAULT_PASSWORD = "correct-horse-battery-staple"
 

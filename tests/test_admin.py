@@ -17,12 +17,12 @@ from django.urls import reverse
 from django.utils import timezone
 from oauth2_provider.models import Application, get_id_token_model
 
-from accounts.models import Membership, RememberedConsent, Tenant, User
+from accounts.models import Membership, Tenant, User
 from core.models import AuditEvent, RateLimitRule
 from data_agent.models import AgentPreference, Dataset, DataSource, Ontology
 from language_models.models import LanguageModel
 from mcp_gateway.models import McpSession, TenantToolset
-from oauth.models import AccessToken, Grant, RedirectUriPattern, RefreshToken
+from oauth.models import AccessToken, Grant, RedirectUriPattern, RefreshToken, RememberedConsent
 from tests.admin_support import admin_url
 from tests.factories import (
     AccessTokenFactory,

@@ -14,20 +14,14 @@ from django.test import Client
 from django.utils import timezone
 from oauth2_provider.models import Application
 
-from accounts.connected import (
-    BY_OWNER,
-    NO_CONNECTION,
-    NO_SESSION,
-    connection_list_for_user,
-    connection_revoke,
-)
-from accounts.consent import consent_decide, consent_forget, consent_remember
-from accounts.models import Membership, RememberedConsent, Role
-from accounts.portal import DISCONNECTED, SESSION_ENDED
-from accounts.views import CONSENT_REQUIRED, LOOPBACK_WARNING, REGISTRATION_SOURCES
+from accounts.models import Membership, Role
 from core.models import AuditAction, AuditEvent
 from mcp_gateway.models import McpSession, TerminationReason
-from oauth.models import AccessToken, RefreshToken
+from oauth.authorize import CONSENT_REQUIRED, LOOPBACK_WARNING, REGISTRATION_SOURCES
+from oauth.consent import consent_decide, consent_forget, consent_remember
+from oauth.models import AccessToken, RefreshToken, RememberedConsent
+from portal.connected import BY_OWNER, NO_CONNECTION, NO_SESSION, connection_list_for_user, connection_revoke
+from portal.views import DISCONNECTED, SESSION_ENDED
 from tests.factories import (
     AccessTokenFactory,
     ApplicationFactory,

@@ -12,8 +12,8 @@ from django.core.management import call_command
 from django.db import connections
 from psycopg import sql
 
-from config.env import env_fernet_key
 from core.crypto import secret_decrypt, secret_encrypt
+from core.env import env_fernet_key
 from core.errors import NotFound
 from data_agent.models import DataSource, Ontology, OntologyStatus
 from data_agent.sample import (

@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 
-from config.env import env_bool, env_int, env_list, env_origin, env_str
+from core.env import env_bool, env_int, env_list, env_origin, env_str
 
 
 def test_it_reads_booleans_strictly(monkeypatch):

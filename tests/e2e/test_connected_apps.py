@@ -7,10 +7,10 @@ import secrets
 
 import pytest
 
-from accounts.connected import BY_OWNER
 from accounts.models import Tenant
 from core.models import AuditAction, AuditEvent
 from mcp_gateway.models import McpSession, TerminationReason
+from portal.connected import BY_OWNER
 from tests.e2e.harness import Browser, Person, parse_form, sdk_client
 from tests.e2e.oauth_driver import OAuthDriver, access_token, pkce_pair
 from tests.e2e.raw_mcp import RawMcp

@@ -14,9 +14,9 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 import httpx
 import pytest
 
-from accounts.login import LOGIN_THROTTLED
 from core.errors import RATE_LIMITED
 from core.models import AuditAction, AuditEvent, AuditOutcome, RateLimitRule, RateLimitScope
+from portal.login import LOGIN_THROTTLED
 from tests.e2e.conftest import _serve
 from tests.e2e.harness import DaphneServer, parse_form
 from tests.e2e.oauth_driver import OAuthDriver, pkce_pair

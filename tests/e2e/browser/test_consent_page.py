@@ -8,7 +8,7 @@ from asgiref.sync import sync_to_async
 from playwright.async_api import expect
 
 from accounts.models import Tenant
-from accounts.views import NO_TENANT_MESSAGE, REQUEST_ALTERED, TENANT_NOT_AVAILABLE
+from oauth.authorize import NO_TENANT_MESSAGE, REQUEST_ALTERED, TENANT_NOT_AVAILABLE
 from oauth.models import Grant
 from tests.e2e.browser.pages import open_authorization, sign_in_by_keyboard, tab_to
 from tests.e2e.harness import DEMO_PASSWORD

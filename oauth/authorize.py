@@ -19,8 +19,6 @@ from oauthlib.oauth2.rfc6749.errors import (
     InvalidRequestError,
 )
 
-from accounts.consent import ConsentMemory, consent_decide, consent_list_for_client, consent_remember
-from accounts.forms import ConsentForm
 from accounts.models import Membership, User
 from accounts.scopes import scope_definitions, scopes_for_role, scopes_granted
 from accounts.selectors import membership_get, membership_list_for_user
@@ -28,6 +26,8 @@ from core.audit import audit_record
 from core.http_errors import ERROR_TEMPLATE
 from core.models import AuditAction, AuditOutcome, RateLimitScope
 from core.throttles import client_address, throttle_check
+from oauth.consent import ConsentMemory, consent_decide, consent_list_for_client, consent_remember
+from oauth.forms import ConsentForm
 from oauth.resource import is_mcp_resource
 from oauth.selectors import application_find
 from oauth.validators import PKCE_S256_REQUIRED, TENANT_ATTRIBUTE

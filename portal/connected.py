@@ -21,12 +21,12 @@ from django.db.models import Max
 from django.utils import timezone
 from oauth2_provider.models import Application, refresh_token_expire_timedelta
 
-from accounts.consent import consent_forget
-from accounts.models import RememberedConsent, Tenant, User
+from accounts.models import Tenant, User
 from core.errors import NotFound
 from mcp_gateway.models import McpSession, TerminationReason
 from mcp_gateway.sessions import session_terminate
-from oauth.models import AccessToken, RefreshToken
+from oauth.consent import consent_forget
+from oauth.models import AccessToken, RefreshToken, RememberedConsent
 from oauth.services import RevokedCounts, access_token_revoke, refresh_token_revoke
 
 # ``detail.by`` of the ``token.revoked`` events a person's own revocation writes.

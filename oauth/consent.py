@@ -14,8 +14,9 @@ from dataclasses import dataclass
 from django.db import transaction
 from oauth2_provider.models import Application
 
-from accounts.models import Membership, RememberedConsent, Tenant, User
+from accounts.models import Membership, Tenant, User
 from accounts.scopes import scopes_granted
+from oauth.models import RememberedConsent
 
 
 @dataclass(frozen=True, slots=True)

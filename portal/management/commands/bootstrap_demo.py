@@ -9,7 +9,7 @@ from django.db import transaction
 
 from accounts.models import Role
 from accounts.services import membership_ensure, tenant_ensure, user_ensure
-from config.env import env_optional
+from core.env import env_optional
 from data_agent.sample import sample_database_ensure
 from language_models.services import language_model_ensure_default
 

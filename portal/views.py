@@ -11,15 +11,15 @@ from django.shortcuts import redirect, render
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_POST
 
-from accounts.connected import (
+from accounts.models import User
+from accounts.scopes import scope_definitions
+from portal.connected import (
     connection_get,
     connection_list_for_user,
     connection_revoke,
     session_end_for_user,
     session_list_for_user,
 )
-from accounts.models import User
-from accounts.scopes import scope_definitions
 
 DISCONNECTED = "{application} was disconnected from {tenant}; it will have to ask you again."
 SESSION_ENDED = "The session of {application} in {tenant} was ended."
