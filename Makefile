@@ -40,6 +40,7 @@ run: install
 lint: install
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/lint-imports --no-cache
 
 typecheck: install
 	SECRET_KEY=typecheck-only $(VENV)/bin/mypy .

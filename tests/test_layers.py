@@ -1,0 +1,75 @@
+"""Apps import in one direction only: the import-linter contract in ``pyproject.toml`` holds, covers
+every app, and breaks on a single upward import.
+
+Shown failing once by hand, with ``from accounts.models import Tenant`` appended to
+``core/errors.py``::
+
+    $ lint-imports
+    Contracts: 0 kept, 1 broken.
+    Apps import downward only
+    core is not allowed to import accounts:
+    - core.errors -> accounts.models (l.95)
+
+``test_an_upward_import_breaks_the_contract`` does the same on a copy of the tree, every run.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+from django.conf import settings
+
+BASE_DIR = Path(settings.BASE_DIR)
+LINT_IMPORTS = Path(sys.executable).with_name("lint-imports")
+
+
+def _contract() -> dict:
+    return tomllib.loads((BASE_DIR / "pyproject.toml").read_text())["tool"]["importlinter"]
+
+
+def _lint(cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(LINT_IMPORTS), "--no-cache"],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        env={**os.environ, "PYTHONPATH": str(cwd)},
+    )
+
+
+def test_the_apps_import_downward_only():
+    result = _lint(BASE_DIR)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "1 kept, 0 broken" in result.stdout
+
+
+def test_every_app_stands_in_a_layer():
+    apps = {path.parent.name for path in BASE_DIR.glob("*/apps.py")} | {"config"}
+    contract = _contract()
+    layered = {
+        name.strip()
+        for layer in contract["contracts"][0]["layers"]
+        for name in layer.replace(":", "|").split("|")
+    }
+    assert apps == set(contract["root_packages"]) == layered
+
+
+def test_an_upward_import_breaks_the_contract(tmp_path):
+    for package in _contract()["root_packages"]:
+        shutil.copytree(BASE_DIR / package, tmp_path / package, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(BASE_DIR / "pyproject.toml", tmp_path / "pyproject.toml")
+    with (tmp_path / "core" / "errors.py").open("a") as errors:
+        errors.write("\nfrom accounts.models import Tenant  # noqa: E402\n")
+
+    result = _lint(tmp_path)
+
+    assert result.returncode != 0
+    assert "core is not allowed to import accounts" in result.stdout
+    assert "core.errors -> accounts.models" in result.stdout
