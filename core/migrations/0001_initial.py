@@ -16,20 +16,20 @@ from django.db import migrations, models
 MOVED = ("auditevent", "ratelimitrule")
 
 
-def content_types_forward(apps, schema_editor):
+def _relabel(apps, *, source, target):
     ContentType = apps.get_model("contenttypes", "ContentType")
     for model in MOVED:
-        if ContentType.objects.filter(app_label="core", model=model).exists():
-            continue
-        ContentType.objects.filter(app_label="mcp_gateway", model=model).update(app_label="core")
+        # A fresh database has no rows yet (post_migrate creates them under the new label).
+        if not ContentType.objects.filter(app_label=target, model=model).exists():
+            ContentType.objects.filter(app_label=source, model=model).update(app_label=target)
+
+
+def content_types_forward(apps, schema_editor):
+    _relabel(apps, source="mcp_gateway", target="core")
 
 
 def content_types_backward(apps, schema_editor):
-    ContentType = apps.get_model("contenttypes", "ContentType")
-    for model in MOVED:
-        if ContentType.objects.filter(app_label="mcp_gateway", model=model).exists():
-            continue
-        ContentType.objects.filter(app_label="core", model=model).update(app_label="mcp_gateway")
+    _relabel(apps, source="core", target="mcp_gateway")
 
 
 AUDIT_ACTIONS = [

@@ -9,16 +9,19 @@ from django.conf import settings
 from django.db import migrations, models
 
 
-def content_type_forward(apps, schema_editor):
+def _relabel(apps, *, source, target):
     ContentType = apps.get_model("contenttypes", "ContentType")
-    if not ContentType.objects.filter(app_label="oauth", model="rememberedconsent").exists():
-        ContentType.objects.filter(app_label="accounts", model="rememberedconsent").update(app_label="oauth")
+    # A fresh database has no row yet (post_migrate creates it under the new label).
+    if not ContentType.objects.filter(app_label=target, model="rememberedconsent").exists():
+        ContentType.objects.filter(app_label=source, model="rememberedconsent").update(app_label=target)
+
+
+def content_type_forward(apps, schema_editor):
+    _relabel(apps, source="accounts", target="oauth")
 
 
 def content_type_backward(apps, schema_editor):
-    ContentType = apps.get_model("contenttypes", "ContentType")
-    if not ContentType.objects.filter(app_label="accounts", model="rememberedconsent").exists():
-        ContentType.objects.filter(app_label="oauth", model="rememberedconsent").update(app_label="accounts")
+    _relabel(apps, source="oauth", target="accounts")
 
 
 class Migration(migrations.Migration):
