@@ -13,6 +13,7 @@ from django.core.exceptions import ImproperlyConfigured
 from config.log_format import PLAIN_FORMAT, env_log_format
 from config.security import secret_key_validate
 from core.env import env_bool, env_fernet_key, env_int, env_list, env_optional, env_origin, env_rate, env_str
+from core.loopback import is_loopback_host
 
 # litellm otherwise fetches its model cost map from GitHub when it is imported, and waits on it
 # where there is no internet (CI, closed networks); the copy it ships with is enough for us.
@@ -178,13 +179,13 @@ OAUTH2_PROVIDER_REFRESH_TOKEN_MODEL = "oauth.RefreshToken"
 # Gatehouse itself is served on loopback; a deployment can never be talked into fetching from its
 # own host (oauth.cimd).
 _cimd_allow_loopback = env_bool("CIMD_ALLOW_LOOPBACK", default=False)
-if _cimd_allow_loopback and _public_host not in {"127.0.0.1", "::1", "localhost"}:
+if _cimd_allow_loopback and not is_loopback_host(_public_host, allow_localhost_name=True):
     raise ImproperlyConfigured("CIMD_ALLOW_LOOPBACK=true needs a loopback PUBLIC_URL (development only).")
 
 # Scripted LLM answers (language_models.completion) are for tests: refused unless Gatehouse is
 # served on loopback, so no deployment can answer its people from a file.
 _llm_mock_responses_file = env_optional("LLM_MOCK_RESPONSES_FILE")
-if _llm_mock_responses_file and _public_host not in {"127.0.0.1", "::1", "localhost"}:
+if _llm_mock_responses_file and not is_loopback_host(_public_host, allow_localhost_name=True):
     raise ImproperlyConfigured("LLM_MOCK_RESPONSES_FILE is for tests: it needs a loopback PUBLIC_URL.")
 
 OAUTH2_PROVIDER = {

@@ -15,6 +15,7 @@ from accounts.scopes import scope_definitions
 from core.asgi_http import request_header, send_json
 from core.errors import AuthenticationFailed
 from core.identity import Identity
+from core.loopback import is_loopback_host
 from mcp_gateway.identity import SCOPE_KEY
 from mcp_gateway.sessions import LiveSession
 from mcp_gateway.tokens import identity_from_bearer
@@ -48,16 +49,13 @@ def www_authenticate(
     return "Bearer " + ", ".join(parts)
 
 
-_LOOPBACK = {"127.0.0.1", "localhost", "::1"}
-
-
 def _origin_allowed(origin: str) -> bool:
     origin = origin.rstrip("/")
     if origin in {settings.PUBLIC_URL, *settings.GATEHOUSE["MCP_ALLOWED_ORIGINS"]}:
         return True
     # A server on loopback is a developer's: any loopback origin is as local as it is.
     public_host, origin_host = urlsplit(settings.PUBLIC_URL).hostname, urlsplit(origin).hostname
-    return public_host in _LOOPBACK and origin_host in _LOOPBACK
+    return all(is_loopback_host(host, allow_localhost_name=True) for host in (public_host, origin_host))
 
 
 class McpAuthMiddleware:

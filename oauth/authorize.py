@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import ipaddress
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
@@ -24,6 +23,7 @@ from accounts.scopes import scope_definitions, scopes_for_role, scopes_granted
 from accounts.selectors import membership_get, membership_list_for_user
 from core.audit import audit_record
 from core.http_errors import ERROR_TEMPLATE
+from core.loopback import is_loopback_host
 from core.models import AuditAction, AuditOutcome, RateLimitScope
 from core.throttles import client_address, throttle_check
 from oauth.consent import ConsentMemory, consent_decide, consent_list_for_client, consent_remember
@@ -274,13 +274,7 @@ def _host(uri: str) -> str:
 
 
 def _is_loopback(uri: str) -> bool:
-    host = urlsplit(uri).hostname or ""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
+    return is_loopback_host(urlsplit(uri).hostname, allow_localhost_name=True)
 
 
 def _loopback_only(application: Application) -> bool:

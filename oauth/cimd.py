@@ -20,7 +20,6 @@ Ours (``CIMD_METADATA_FETCHER``) adds:
 
 from __future__ import annotations
 
-import ipaddress
 import socket
 import ssl
 import time
@@ -36,6 +35,7 @@ from oauth2_provider.cimd import (
 )
 from oauth2_provider.settings import oauth2_settings
 
+from core.loopback import is_loopback_address
 from oauth.redirects import redirect_transport_is_safe
 
 NON_PUBLIC_ADDRESS = "client_id host resolves to a non-public address ({ip})"
@@ -48,10 +48,7 @@ def _address_allowed(ip: str) -> bool:
         return True
     if not settings.GATEHOUSE["CIMD_ALLOW_LOOPBACK"]:
         return False
-    try:
-        return ipaddress.ip_address(ip).is_loopback
-    except ValueError:
-        return False
+    return is_loopback_address(ip)
 
 
 def metadata_host_resolve(*, hostname: str, port: int) -> list[str]:

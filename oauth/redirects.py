@@ -8,7 +8,9 @@ Three rules, checked in this order at every authorization request (``validate_re
    RFC 9700 simple string comparison: no case folding, no trailing-slash or query leniency), except
    that a loopback redirect (``http://127.0.0.1``, ``http://[::1]``, and ``http://localhost`` while
    DOT's ``ALLOW_LOCALHOST_LOOPBACK`` is on) matches on any port (RFC 8252 §7.3). DOT's own check
-   runs too; it refuses fragments and userinfo and compares the parsed parts.
+   runs too; it refuses fragments and userinfo and compares the parsed parts, and it grants the
+   port exemption only to those three spellings, so another loopback address (``127.0.0.2``, see
+   ``core.loopback``) is held to the port it registered.
 3. **Operator patterns** (``RedirectUriPattern``) for registered clients (manual and dynamic
    registration), never for a client ID metadata document, whose redirect URIs are the document's
    own. A pattern is a URI whose path segments may be ``*``, matching exactly one segment made of
@@ -26,11 +28,12 @@ from django.db.models import Q
 from oauth2_provider.models import Application, check_redirect_to_uri_allowed
 from oauth2_provider.settings import oauth2_settings
 
+from core.loopback import is_loopback_host
+
 WILDCARD = "*"
 # One path segment of a redirect that a pattern's "*" admits: unreserved characters only, so a
 # wildcard can never smuggle a "/", a "%2F", a ";param", a "?" or a "#".
 _SEGMENT = re.compile(r"[A-Za-z0-9._~-]+")
-_LOOPBACK_IPS = frozenset({"127.0.0.1", "::1"})
 
 PATTERN_SCHEME = "A redirect pattern must start with https:// (or http:// on a loopback host)."
 PATTERN_HOST = "A redirect pattern needs a host in lower case, with no wildcard, user or password."
@@ -38,16 +41,11 @@ PATTERN_PATH = "A redirect pattern needs a path; '*' may only stand for a whole 
 PATTERN_EXTRA = "A redirect pattern may not have a query or a fragment."
 
 
-def _is_loopback_host(host: str | None) -> bool:
-    """A host whose redirects stay on the person's own machine (RFC 8252 §7.3 and §8.3)."""
-    return host in _LOOPBACK_IPS or host == "localhost"
-
-
 def _loopback_any_port(host: str | None) -> bool:
     # `localhost` is not a loopback IP literal (RFC 8252 §8.3 advises against it), but MCP clients
     # such as Claude Code and the SDK's examples register http://localhost:<port>/callback; DOT's
     # ALLOW_LOCALHOST_LOOPBACK decides, as it does in DOT's own check.
-    return host in _LOOPBACK_IPS or (host == "localhost" and oauth2_settings.ALLOW_LOCALHOST_LOOPBACK)
+    return is_loopback_host(host, allow_localhost_name=oauth2_settings.ALLOW_LOCALHOST_LOOPBACK)
 
 
 def redirect_transport_is_safe(uri: str) -> bool:
@@ -58,7 +56,7 @@ def redirect_transport_is_safe(uri: str) -> bool:
         return False
     if parts.scheme == "https":
         return bool(parts.hostname)
-    return parts.scheme == "http" and _is_loopback_host(parts.hostname)
+    return parts.scheme == "http" and is_loopback_host(parts.hostname, allow_localhost_name=True)
 
 
 def _without_loopback_port(uri: str) -> str:
@@ -110,7 +108,9 @@ def redirect_pattern_validate(value: str) -> None:
     with whole-segment wildcards on an https (or loopback http) origin."""
     parts = urlsplit(value)
     host = parts.hostname
-    if parts.scheme not in {"https", "http"} or (parts.scheme == "http" and not _is_loopback_host(host)):
+    if parts.scheme not in {"https", "http"} or (
+        parts.scheme == "http" and not is_loopback_host(host, allow_localhost_name=True)
+    ):
         raise ValidationError(PATTERN_SCHEME)
     if not host or WILDCARD in parts.netloc or "@" in parts.netloc or parts.netloc != parts.netloc.lower():
         raise ValidationError(PATTERN_HOST)

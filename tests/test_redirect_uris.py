@@ -122,6 +122,13 @@ def test_localhost_is_held_to_its_port_when_localhost_loopback_is_off(settings, 
     assert redirect_uri_permitted(application=application, redirect_uri=LOCALHOST)
 
 
+def test_another_loopback_address_is_admitted_on_the_port_it_registered_and_no_other():
+    application = ApplicationFactory.create(redirect_uris="http://127.0.0.2:5000/cb")
+
+    assert redirect_uri_permitted(application=application, redirect_uri="http://127.0.0.2:5000/cb")
+    assert not redirect_uri_permitted(application=application, redirect_uri="http://127.0.0.2:5001/cb")
+
+
 def test_a_plain_http_redirect_to_another_machine_is_refused_even_when_registered():
     application = ApplicationFactory.create(redirect_uris="http://client.example/callback")
 
