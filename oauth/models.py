@@ -11,7 +11,7 @@ from django.db import models
 from oauth2_provider.models import AbstractAccessToken, AbstractGrant, AbstractRefreshToken
 
 from accounts.models import Tenant, User
-from oauth.redirects import redirect_pattern_validate
+from oauth.redirect_patterns import redirect_pattern_validate
 
 
 class Grant(AbstractGrant):
@@ -43,7 +43,7 @@ class RefreshToken(AbstractRefreshToken):
 
 
 class RedirectUriPattern(models.Model):
-    """A redirect URI pattern an operator allows for registered clients (oauth.redirects), such as
+    """A redirect URI pattern an operator allows for registered clients (oauth.redirect_patterns), such as
     a provider's per-connector callback path: ``https://chatgpt.com/connector/oauth/*``."""
 
     pattern = models.CharField(

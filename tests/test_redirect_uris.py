@@ -8,15 +8,15 @@ from django.core.exceptions import ValidationError
 from django.test import Client
 from oauth2_provider.models import Application
 
-from oauth.redirects import (
+from oauth.redirect_patterns import (
     PATTERN_EXTRA,
     PATTERN_HOST,
     PATTERN_PATH,
     PATTERN_SCHEME,
     redirect_pattern_matches,
     redirect_pattern_validate,
-    redirect_uri_permitted,
 )
+from oauth.redirects import redirect_uri_permitted
 from tests.factories import ApplicationFactory, RedirectUriPatternFactory
 from tests.oauth_support import authorize
 
