@@ -22,14 +22,13 @@ import json
 import logging
 import re
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
-from datetime import datetime
+from dataclasses import asdict
 from typing import Any
 
 from django.conf import settings
 from django.db import connection
-from django.utils import timezone
 
+from core.audit_entry import AuditEntry
 from core.db import hot_path_execute
 from core.identity import Identity
 from core.metrics import metrics_observe
@@ -49,25 +48,6 @@ _MAX_DEPTH = 4
 _FLUSH_RETRIES = 2
 # Rows per INSERT: bounds the statement's size and the number of distinct statements prepared.
 _MAX_BATCH = 500
-
-
-@dataclass(frozen=True, slots=True)
-class AuditEntry:
-    action: str
-    outcome: str = AuditOutcome.OK
-    tenant_id: int | None = None
-    tenant_slug: str = ""
-    user_id: int | None = None
-    username: str = ""
-    application_id: int | None = None
-    client_id: str = ""
-    session_id: str = ""
-    request_id: str = ""
-    ip: str | None = None
-    target: str = ""
-    duration_ms: float | None = None
-    detail: Mapping[str, Any] = field(default_factory=dict)
-    created: datetime = field(default_factory=timezone.now)
 
 
 def audit_entry(

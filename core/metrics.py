@@ -33,7 +33,6 @@ import ipaddress
 import logging
 import os
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
@@ -44,11 +43,9 @@ from prometheus_client import REGISTRY, CollectorRegistry, Counter, Histogram, m
 from prometheus_client.exposition import choose_encoder
 from prometheus_client.registry import Collector
 
+from core.audit_entry import AuditEntry
 from core.models import AuditAction, RateLimitScope
 from core.request_context import client_ip, request_context
-
-if TYPE_CHECKING:
-    from core.audit import AuditEntry
 
 logger = logging.getLogger(__name__)
 
