@@ -356,12 +356,3 @@ def rate_limit_http(*, scope: RateLimitScope, key: str) -> None:
         store.failed(error)
         return
     raise _refusal(applied, stats.reset_time)
-
-
-def rate_limit_reset_for_tests() -> None:
-    """Forget cached rules, storages and failures, so each test starts from nothing."""
-    global _last_warning
-    _rules.table = None
-    _sync_stores.clear()
-    _async_stores.clear()
-    _last_warning = -math.inf

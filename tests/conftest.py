@@ -5,8 +5,8 @@ import secrets
 import pytest
 from django.conf import settings
 
-from core.ratelimit import rate_limit_reset_for_tests
 from tests.factories import MembershipFactory, TenantFactory, UserFactory
+from tests.ratelimit_support import rate_limit_reset_for_tests
 
 
 def pytest_configure(config: pytest.Config) -> None:
