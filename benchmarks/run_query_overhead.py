@@ -129,15 +129,17 @@ class Sample:
 def acme_sample() -> Sample:
     from data_agent.models import Ontology
     from data_agent.sample import ONTOLOGY_NAME
-    from data_agent.selectors import data_source_url, ontology_datasets, ontology_source_tables
+    from data_agent.selectors import data_source_url, ontology_datasets
 
     ontology = Ontology.objects.select_related("data_source").get(tenant__slug="acme", name=ONTOLOGY_NAME)
+    # As run_query reads them (data_agent.query_tool): the allowed tables are the datasets' own.
+    datasets_by_table = {d.source_table: d.name for d in ontology_datasets(ontology=ontology)}
     return Sample(
         tenant_id=ontology.tenant_id,
         ontology_id=str(ontology.pk),
         url=data_source_url(data_source=ontology.data_source),
-        allowed_tables=ontology_source_tables(ontology=ontology),
-        datasets_by_table={d.source_table: d.name for d in ontology_datasets(ontology=ontology)},
+        allowed_tables=frozenset(datasets_by_table),
+        datasets_by_table=datasets_by_table,
     )
 
 

@@ -55,11 +55,6 @@ def dataset_get(*, ontology: Ontology, name: str) -> Dataset:
     return dataset
 
 
-def ontology_source_tables(*, ontology: Ontology) -> frozenset[str]:
-    """The source tables the SQL gate allows for this ontology (unqualified names)."""
-    return frozenset(ontology.datasets.values_list("source_table", flat=True))
-
-
 def data_source_url(*, data_source: DataSource) -> str:
     """The decrypted connection URL. Never log or return it to a client."""
     return secret_decrypt(token=data_source.url_encrypted)
