@@ -110,12 +110,6 @@ def _identity_from_row(row: tuple[Any, ...] | None) -> tuple[Identity, LiveSessi
     return identity, session
 
 
-def _as_json(value: object) -> dict[str, object]:
-    # PostgreSQL hands back decoded jsonb; SQLite, the text.
-    parsed = json.loads(value) if isinstance(value, str) else value
-    return parsed if isinstance(parsed, dict) else {}
-
-
 def _as_datetime(value: datetime | str) -> datetime:
     # PostgreSQL hands back aware datetimes; SQLite, naive UTC text.
     parsed = value if isinstance(value, datetime) else parse_datetime(value)
