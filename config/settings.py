@@ -182,7 +182,7 @@ _cimd_allow_loopback = env_bool("CIMD_ALLOW_LOOPBACK", default=False)
 if _cimd_allow_loopback and not is_loopback_host(_public_host, allow_localhost_name=True):
     raise ImproperlyConfigured("CIMD_ALLOW_LOOPBACK=true needs a loopback PUBLIC_URL (development only).")
 
-# Scripted LLM answers (language_models.completion) are for tests: refused unless Gatehouse is
+# Scripted LLM answers (language_models.scripted) are for tests: refused unless Gatehouse is
 # served on loopback, so no deployment can answer its people from a file.
 _llm_mock_responses_file = env_optional("LLM_MOCK_RESPONSES_FILE")
 if _llm_mock_responses_file and not is_loopback_host(_public_host, allow_localhost_name=True):
@@ -301,7 +301,7 @@ GATEHOUSE: dict[str, Any] = {
     # unset, one is derived from SECRET_KEY.
     "DATA_SOURCE_ENCRYPTION_KEY": env_fernet_key("DATA_SOURCE_ENCRYPTION_KEY"),
     # Tests only: a JSON script every language model call answers from, through litellm's own mock
-    # (language_models.completion). `manage.py check --deploy` reports it as an error.
+    # (language_models.scripted). `manage.py check --deploy` reports it as an error.
     "LLM_MOCK_RESPONSES_FILE": _llm_mock_responses_file,
     # The whole of one ask_question run, waiting on the person for clarification included.
     "DATA_AGENT_QUESTION_TIMEOUT_SECONDS": env_int(

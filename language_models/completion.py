@@ -3,32 +3,17 @@
 litellm takes about three seconds to import, so it is imported on the first call, once, in a worker
 thread: the event loop never waits on it.
 
-Test hook: with ``GATEHOUSE["LLM_MOCK_RESPONSES_FILE"]`` set, each call answers from that JSON file
-(read at call time) through litellm's own ``mock_response``, so litellm's real code path runs and
-no network is used::
-
-    {"responses": {"<purpose>": "text" | ["first", "second", ...] | {"error": "RateLimitError"}},
-     "delaySeconds": {"<purpose>": 1.5}}
-
-A list is consumed in order, one item per call (the file is rewritten without it) and its last item
-answers every later call. ``{"error": "<litellm exception class>"}`` (see ``SCRIPTABLE_ERRORS``)
-makes litellm raise that exception, to exercise the translation below. The consumption is guarded
-by a lock in this process only: scripts are for one server process. ``manage.py check --deploy``
-reports the setting as an error (``language_models.checks``).
+Test hook: with ``GATEHOUSE["LLM_MOCK_RESPONSES_FILE"]`` set, each call answers from that script
+through litellm's own ``mock_response`` (``language_models.scripted``, imported only then).
 """
 
 from __future__ import annotations
 
 import asyncio
 import importlib
-import json
 import logging
-import os
-import tempfile
-import threading
 import time
 from dataclasses import dataclass
-from pathlib import Path
 from types import ModuleType
 from typing import Any
 
@@ -63,34 +48,6 @@ LLM_UNREACHABLE = "The language model provider for {model} could not be reached;
 LLM_PROVIDER_FAILED = "The language model provider failed to answer for {model}; try again shortly."
 LLM_EMPTY_ANSWER = "The language model {model} returned no text."
 
-MOCK_SCRIPT_UNREADABLE = "The LLM mock script {path} cannot be read: {error}"
-MOCK_SCRIPT_LACKS_PURPOSE = "The LLM mock script {path} has no response for the purpose {purpose!r}."
-MOCK_SCRIPT_BAD_ENTRY = (
-    "The LLM mock script {path} has an invalid response for the purpose {purpose!r}: use a string, a "
-    'non-empty list of them, or {{"error": NAME}} with NAME one of {names}; a delay is a number of '
-    "seconds."
-)
-
-# litellm exceptions a mock script may raise, and the arguments each one's constructor needs.
-SCRIPTABLE_ERRORS = (
-    "AuthenticationError",
-    "PermissionDeniedError",
-    "NotFoundError",
-    "RateLimitError",
-    "Timeout",
-    "APIConnectionError",
-    "BadRequestError",
-    "ContextWindowExceededError",
-    "ServiceUnavailableError",
-    "InternalServerError",
-    "BadGatewayError",
-    "APIError",
-)
-
-
-class LlmMockScriptError(GatehouseError):
-    """The test hook's script cannot answer this call (never raised outside tests)."""
-
 
 @dataclass(frozen=True)
 class Completion:
@@ -104,7 +61,6 @@ class Completion:
 
 _litellm: ModuleType | None = None
 _litellm_lock = asyncio.Lock()
-_mock_script_lock = threading.Lock()
 
 
 def _litellm_import() -> ModuleType:
@@ -135,10 +91,10 @@ async def llm_complete(*, config: ModelConfig, messages: list[dict[str, str]], p
     mock: dict[str, Any] = {}
     script = settings.GATEHOUSE.get("LLM_MOCK_RESPONSES_FILE")
     if script:
-        item, delay = await asyncio.to_thread(_mock_next, path=str(script), purpose=purpose)
-        mock = _mock_arguments(
-            litellm, item=item, delay=delay, model=config.model, path=str(script), purpose=purpose
-        )
+        # Imported only here: a server whose settings name no script never loads the player.
+        from language_models.scripted import llm_script_arguments
+
+        mock = await llm_script_arguments(litellm, path=str(script), purpose=purpose, model=config.model)
     started = time.monotonic()
     try:
         async with asyncio.timeout(config.timeout_seconds):
@@ -250,76 +206,3 @@ def _redacted(text: str, *, config: ModelConfig) -> str:
     if config.api_key:
         text = text.replace(config.api_key, "[redacted]")
     return text[:500]
-
-
-def _mock_next(*, path: str, purpose: str) -> tuple[Any, Any]:
-    """The scripted item and delay for this call, consuming a list's first item."""
-    with _mock_script_lock:
-        try:
-            script = json.loads(Path(path).read_text(encoding="utf-8"))
-            responses = script["responses"]
-            delays = script.get("delaySeconds") or {}
-            if not isinstance(responses, dict) or not isinstance(delays, dict):
-                raise TypeError("responses and delaySeconds must be JSON objects")
-        except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
-            raise LlmMockScriptError(MOCK_SCRIPT_UNREADABLE.format(path=path, error=exc)) from None
-        if purpose not in responses:
-            raise LlmMockScriptError(MOCK_SCRIPT_LACKS_PURPOSE.format(path=path, purpose=purpose))
-        entry = responses[purpose]
-        if isinstance(entry, list):
-            if not entry:
-                raise _bad_entry(path=path, purpose=purpose)
-            item = entry[0]
-            if len(entry) > 1:
-                responses[purpose] = entry[1:]
-                _write_atomically(Path(path), script)
-        else:
-            item = entry
-    return item, delays.get(purpose)
-
-
-def _write_atomically(path: Path, script: dict[str, Any]) -> None:
-    # A reader (another call, the test itself) sees the old script or the new one, never half of one.
-    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    with os.fdopen(handle, "w", encoding="utf-8") as file:
-        json.dump(script, file, indent=2)
-    os.replace(temporary, path)
-
-
-def _bad_entry(*, path: str, purpose: str) -> LlmMockScriptError:
-    return LlmMockScriptError(
-        MOCK_SCRIPT_BAD_ENTRY.format(path=path, purpose=purpose, names=", ".join(SCRIPTABLE_ERRORS))
-    )
-
-
-def _mock_arguments(
-    litellm: ModuleType, *, item: Any, delay: Any, model: str, path: str, purpose: str
-) -> dict[str, Any]:
-    """litellm's ``mock_response`` (and ``mock_delay``) for a scripted item."""
-    response: Any
-    if isinstance(item, str):
-        response = item
-    elif isinstance(item, dict) and set(item) == {"error"} and item["error"] in SCRIPTABLE_ERRORS:
-        response = _scripted_exception(litellm, item["error"], model=model)
-    else:
-        raise _bad_entry(path=path, purpose=purpose)
-    arguments: dict[str, Any] = {"mock_response": response}
-    if delay is not None:
-        if isinstance(delay, bool) or not isinstance(delay, int | float) or delay < 0:
-            raise _bad_entry(path=path, purpose=purpose)
-        arguments["mock_delay"] = float(delay)
-    return arguments
-
-
-def _scripted_exception(litellm: ModuleType, name: str, *, model: str) -> Exception:
-    import httpx
-
-    cls = getattr(litellm.exceptions, name)
-    arguments: dict[str, Any] = {"message": f"scripted {name}", "llm_provider": "mock", "model": model}
-    if name == "PermissionDeniedError":
-        request = httpx.Request("POST", "https://mock.invalid/v1/chat/completions")
-        arguments["response"] = httpx.Response(403, request=request)
-    elif name == "APIError":
-        arguments["status_code"] = 500
-    exception: Exception = cls(**arguments)
-    return exception

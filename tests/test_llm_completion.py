@@ -26,11 +26,10 @@ from language_models.completion import (
     LLM_TIMED_OUT,
     LLM_UNKNOWN_MODEL,
     LLM_UNREACHABLE,
-    MOCK_SCRIPT_LACKS_PURPOSE,
     Completion,
-    LlmMockScriptError,
     llm_complete,
 )
+from language_models.scripted import MOCK_SCRIPT_LACKS_PURPOSE, LlmMockScriptError
 from language_models.selectors import ModelConfig
 from tests.python_process import python_run
 
@@ -307,6 +306,28 @@ def test_the_first_call_imports_litellm_without_stalling_the_event_loop(tmp_path
     # 20 ms: parts of the import hold the GIL for a while (measured up to 0.4 s). An import on the
     # loop itself stalls it for nearly the whole call.
     assert report["max_gap"] < report["elapsed"] / 3, report
+
+
+_LOADED_PROBE = """
+import sys
+import django
+django.setup()
+import config.asgi, config.urls, data_agent.ask_pipeline, language_models.completion
+print("language_models.scripted" in sys.modules)
+"""
+
+
+def test_the_script_player_is_not_loaded_by_a_server_without_a_script():
+    env = {
+        **{key: value for key, value in os.environ.items() if key != "LLM_MOCK_RESPONSES_FILE"},
+        "DJANGO_SETTINGS_MODULE": "config.settings",
+        "SECRET_KEY": "import-probe",
+        "LOG_LEVEL": "ERROR",
+    }
+    result = python_run(["-c", _LOADED_PROBE], env)
+
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.strip().splitlines()[-1] == "False"
 
 
 async def test_calls_and_tokens_are_counted_for_metrics(script):
