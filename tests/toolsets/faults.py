@@ -48,7 +48,9 @@ async def count_with_progress(steps: int, ctx: Context) -> int:
 
 
 @tool(name="wait_for_cancel", description="Wait until cancelled.", scopes=[SCOPE_READ], timeout_seconds=120)
-async def wait_for_cancel() -> str:
+async def wait_for_cancel(ctx: Context) -> str:
+    # Said first, so that a test can cancel the call knowing that it runs.
+    await ctx.report_progress(0, None, "waiting")
     await asyncio.sleep(60)
     return "not cancelled"
 
