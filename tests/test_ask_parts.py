@@ -3,6 +3,7 @@ automatic findings and the answer's layout."""
 
 from __future__ import annotations
 
+import contextvars
 import json
 
 import pytest
@@ -133,6 +134,14 @@ def test_an_answer_lays_out_narrative_chart_lineage_and_caveats_in_order():
 
 
 def test_a_note_outside_an_audited_call_is_dropped():
-    from mcp_gateway.audit_trail import audit_note
+    from mcp_gateway.audit_trail import _notes, audit_note
 
-    audit_note(sql="SELECT 1")  # no call in progress: nothing to attach it to, and no error
+    # No call in progress: nothing to attach it to, no error, and nothing kept for a later call.
+    outside = contextvars.copy_context()
+    assert outside.run(audit_note, sql="SELECT 1") is None
+    assert outside.run(_notes.get) is None
+    # Whereas in a call (which is what the audit trail sets up), the note is kept for its row.
+    during: dict[str, object] = {}
+    outside.run(_notes.set, during)
+    outside.run(audit_note, sql="SELECT 1")
+    assert during == {"sql": "SELECT 1"}
