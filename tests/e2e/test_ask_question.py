@@ -22,6 +22,7 @@ from data_agent.sample import ONTOLOGY_NAME
 from data_agent.selectors import data_source_url
 from tests.e2e.conftest import _serve
 from tests.e2e.harness import E2E_RATE_LIMIT_PREFIX, DaphneServer, Person, RoundRobin, sdk_client
+from tests.e2e.stamping import StampingTransport, audit_events
 from tests.factories import LanguageModelFactory
 
 pytestmark = pytest.mark.django_db
@@ -99,11 +100,11 @@ def _direct(ontology: Ontology, sql: str) -> list[list]:
         return [[json_safe(v) for v in row] for row in conn.execute(sql).fetchall()]
 
 
-async def _last_audit(tool: str) -> AuditEvent:
-    event = (
-        await AuditEvent.objects.filter(action=AuditAction.TOOL_CALLED, target=tool).order_by("-id").afirst()
-    )
-    assert event is not None
+async def _call_audit(transport: StampingTransport) -> AuditEvent:
+    """The audit row of the one ``ask_question`` call the client sent through ``transport``."""
+    [request_id] = transport.request_ids("tools/call")
+    [event] = await audit_events(request_id)
+    assert (event.action, event.target) == (AuditAction.TOOL_CALLED, "ask_question")
     return event
 
 
@@ -128,7 +129,8 @@ async def test_alice_gets_sales_by_region_from_the_real_data(ask_server, acme_sa
     async def on_progress(progress: float, total: float | None, message: str | None) -> None:
         seen.append((progress, total, message))
 
-    async with sdk_client(ask_server, Person("alice")) as (client, _):
+    transport = StampingTransport()
+    async with sdk_client(ask_server, Person("alice"), transport=transport) as (client, _):
         result = await client.call_tool(
             "ask_question",
             {"ontologyId": str(acme_sales.id), "question": "What were total sales by region last quarter?"},
@@ -167,7 +169,7 @@ async def test_alice_gets_sales_by_region_from_the_real_data(ask_server, acme_sa
     assert [message for _, _, message in seen] == [f"{phase}…" for phase in PHASES]
     assert {total for _, total, _ in seen} == {len(PHASES)}
     # The audit trail says which SQL ran on acme's data and what the model calls cost.
-    noted = (await _last_audit("ask_question")).detail["result"]
+    noted = (await _call_audit(transport)).detail["result"]
     assert noted["status"] == "answered"
     assert noted["sql"] == answer["sql"]
     assert noted["rowCount"] == len(expected)
@@ -338,13 +340,14 @@ async def test_a_question_that_runs_too_long_is_stopped(
     slow_server, slow_script_path, acme_sales, acme_model
 ):
     _script_writer(slow_script_path)(planner=PLAN, delays={"planner": 30})
-    async with sdk_client(slow_server, Person("alice")) as (client, _):
+    transport = StampingTransport()
+    async with sdk_client(slow_server, Person("alice"), transport=transport) as (client, _):
         with pytest.raises(MCPError) as refusal:
             await client.call_tool("ask_question", {"ontologyId": str(acme_sales.id), "question": "Sales?"})
     assert refusal.value.error.code == -32004
     assert "longer than 2 s" in refusal.value.error.message
     assert refusal.value.error.data == {"timeoutSeconds": 2, "phase": "Planning"}
-    event = await _last_audit("ask_question")
+    event = await _call_audit(transport)
     assert event.outcome == "error"
     assert event.detail["code"] == -32004
     assert (event.detail["result"]["phase"], event.detail["result"]["sql"]) == ("Planning", None)

@@ -3,53 +3,16 @@
 from __future__ import annotations
 
 import json
-import secrets
 
-import httpx2
 import pytest
 from mcp.shared.exceptions import MCPError
 
 from core.audit import REDACTED
 from core.models import AuditAction, AuditEvent, AuditOutcome
 from tests.e2e.harness import Person, sdk_client
+from tests.e2e.stamping import StampingTransport, audit_events
 
 pytestmark = pytest.mark.django_db
-
-
-class StampingTransport(httpx2.AsyncHTTPTransport):
-    """Gives every request the client sends its own X-Request-Id, and remembers which was which."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.sent: list[tuple[str, str]] = []
-        self.session_ids: set[str] = set()
-
-    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
-        request_id = "e2e-" + secrets.token_hex(8)
-        request.headers["x-request-id"] = request_id
-        label = request.method
-        if request.method == "POST" and request.url.path == "/mcp":
-            label = json.loads(request.content).get("method", "answer")
-        response = await super().handle_async_request(request)
-        assert response.headers["x-request-id"] == request_id
-        # A 401 is answered before anyone is known; the client retries with its new token.
-        if response.status_code != 401:
-            self.sent.append((label, request_id))
-        if "mcp-session-id" in response.headers:
-            self.session_ids.add(response.headers["mcp-session-id"])
-        return response
-
-    def request_ids(self, label: str) -> list[str]:
-        return [request_id for sent, request_id in self.sent if sent == label]
-
-
-async def _events(request_id: str) -> list[AuditEvent]:
-    return [
-        event
-        async for event in AuditEvent.objects.filter(request_id=request_id).select_related(
-            "user", "tenant", "application"
-        )
-    ]
 
 
 async def test_a_session_and_a_tool_call_are_audited_once_each_with_who_where_and_which_request(server):
@@ -60,9 +23,9 @@ async def test_a_session_and_a_tool_call_are_audited_once_each_with_who_where_an
     client_id = storage.client_info.client_id
     [session_id] = transport.session_ids
 
-    [created] = await _events(transport.request_ids("initialize")[0])
-    [called] = await _events(transport.request_ids("tools/call")[0])
-    [ended] = await _events(transport.request_ids("DELETE")[0])
+    [created] = await audit_events(transport.request_ids("initialize")[0])
+    [called] = await audit_events(transport.request_ids("tools/call")[0])
+    [ended] = await audit_events(transport.request_ids("DELETE")[0])
 
     for event in (created, called, ended):
         assert event.user is not None
@@ -93,7 +56,7 @@ async def test_a_call_refused_for_a_missing_scope_is_audited_as_permission_denie
         with pytest.raises(MCPError):
             await client.call_tool("set_display_name", {"display_name": "Bobby"})
 
-    [denied] = await _events(transport.request_ids("tools/call")[0])
+    [denied] = await audit_events(transport.request_ids("tools/call")[0])
     assert (denied.action, denied.outcome, denied.target) == (
         AuditAction.PERMISSION_DENIED,
         AuditOutcome.DENIED,
@@ -114,7 +77,7 @@ async def test_failed_and_invalid_calls_are_audited_with_their_error_code(faults
         with pytest.raises(MCPError):
             await client.call_tool("no_such_tool", {})
 
-    failed, invalid, unknown = [(await _events(rid))[0] for rid in transport.request_ids("tools/call")]
+    failed, invalid, unknown = [(await audit_events(rid))[0] for rid in transport.request_ids("tools/call")]
     assert (failed.action, failed.outcome, failed.target) == (
         AuditAction.TOOL_CALLED,
         AuditOutcome.ERROR,
@@ -132,7 +95,7 @@ async def test_secret_arguments_never_reach_the_audit_trail(faults_server):
         result = await client.call_tool("remember", {"note": note, "pin": "1234", "api_key": "sk-live-abc"})
     assert result.is_error is False
 
-    [event] = await _events(transport.request_ids("tools/call")[0])
+    [event] = await audit_events(transport.request_ids("tools/call")[0])
     arguments = event.detail["arguments"]
     assert arguments["pin"] == arguments["api_key"] == REDACTED
     assert arguments["note"].startswith("xxx")
@@ -147,7 +110,7 @@ async def test_a_resource_read_is_audited(server, tenant_toolset):
     async with sdk_client(server, Person("alice"), transport=transport) as (client, _):
         await client.read_resource("test://static-text")
 
-    [event] = await _events(transport.request_ids("resources/read")[0])
+    [event] = await audit_events(transport.request_ids("resources/read")[0])
     assert (event.action, event.outcome, event.target) == (
         AuditAction.RESOURCE_READ,
         AuditOutcome.OK,
@@ -162,7 +125,7 @@ async def test_a_stand_alone_2026_call_is_audited_without_a_session(server):
     async with sdk_client(server, Person("alice"), mode="2026-07-28", transport=transport) as (client, _):
         await client.call_tool("whoami", {})
 
-    [event] = await _events(transport.request_ids("tools/call")[0])
+    [event] = await audit_events(transport.request_ids("tools/call")[0])
     assert (event.action, event.outcome, event.target) == (AuditAction.TOOL_CALLED, AuditOutcome.OK, "whoami")
     assert event.session_id == ""
     assert event.username == "alice"

@@ -6,12 +6,13 @@ import psycopg
 import pytest
 from mcp.shared.exceptions import MCPError
 
-from core.models import AuditEvent
+from core.models import AuditAction
 from data_agent.executor import json_safe
 from data_agent.models import Ontology
 from data_agent.sample import ONTOLOGY_NAME
 from data_agent.selectors import data_source_url
 from tests.e2e.harness import Person, sdk_client
+from tests.e2e.stamping import StampingTransport, audit_events
 
 pytestmark = pytest.mark.django_db
 
@@ -36,7 +37,8 @@ def _direct(ontology: Ontology, sql: str) -> list[list]:
 
 async def test_alice_gets_revenue_by_region_with_its_lineage(server, acme_sales):
     expected = _direct(acme_sales, REVENUE_BY_REGION)
-    async with sdk_client(server, Person("alice")) as (client, _):
+    transport = StampingTransport()
+    async with sdk_client(server, Person("alice"), transport=transport) as (client, _):
         result = await client.call_tool(
             "run_query", {"ontologyId": str(acme_sales.id), "sql": REVENUE_BY_REGION}
         )
@@ -58,8 +60,8 @@ async def test_alice_gets_revenue_by_region_with_its_lineage(server, acme_sales)
     assert lineage["timeWindow"] == {"column": "o.order_date", "from": "2025-01-01", "to": "2026-01-01"}
     assert lineage["grain"] == {"level": "group", "by": ["r.name"]}
     assert f"{len(expected)} rows" in result.content[0].text  # type: ignore[union-attr]
-    event = await AuditEvent.objects.filter(target="run_query").order_by("-id").afirst()
-    assert event is not None
+    [event] = await audit_events(transport.request_ids("tools/call")[0])
+    assert (event.action, event.target) == (AuditAction.TOOL_CALLED, "run_query")
     assert event.detail["result"] == {"sql": answer["sql"], "rowCount": len(expected), "truncated": False}
 
 
