@@ -14,7 +14,24 @@ from tests.e2e.raw_mcp import MCP_HEADERS, initialize_body
 pytestmark = pytest.mark.django_db
 
 
-async def test_a_viewer_sees_only_read_tools_and_cannot_call_a_write_tool(server):
+@pytest.fixture
+async def display_name():
+    """Give a person a display name for one test (one a refused write would change), and put the
+    old one back after it."""
+    old: dict[str, str] = {}
+
+    async def give(username: str, name: str) -> None:
+        user = await User.objects.aget(username=username)
+        old.setdefault(username, user.display_name)
+        await User.objects.filter(pk=user.pk).aupdate(display_name=name)
+
+    yield give
+    for username, name in old.items():
+        await User.objects.filter(username=username).aupdate(display_name=name)
+
+
+async def test_a_viewer_sees_only_read_tools_and_cannot_call_a_write_tool(server, display_name):
+    await display_name("bob", "Bob Before")
     bob = Person("bob")
     async with sdk_client(server, bob) as (client, storage):
         tools = await client.list_tools()
@@ -31,7 +48,7 @@ async def test_a_viewer_sees_only_read_tools_and_cannot_call_a_write_tool(server
     assert refusal.value.data == {"required": ["mcp:write"], "missing": ["mcp:write"]}
     assert "mcp:write" in refusal.value.message
     assert whoami.structured_content["role"] == "viewer"
-    assert (await User.objects.aget(username="bob")).display_name == ""
+    assert (await User.objects.aget(username="bob")).display_name == "Bob Before"
 
 
 async def test_an_admin_can_call_a_write_tool(server):
@@ -42,12 +59,14 @@ async def test_an_admin_can_call_a_write_tool(server):
     assert (await User.objects.aget(username="alice")).display_name == "Alice A."
 
 
-async def test_a_write_tool_rejects_a_blank_display_name_before_running(server):
+async def test_a_write_tool_rejects_a_blank_display_name_before_running(server, display_name):
+    await display_name("alice", "Alice Before")
     async with sdk_client(server, Person("alice")) as (client, _):
         with pytest.raises(MCPError) as refusal:
             await client.call_tool("set_display_name", {"display_name": "   "})
     assert refusal.value.code == -32602
-    assert (await User.objects.aget(username="alice")).display_name != "   "
+    # A blank name that got through would be stored stripped, as "": never "   ".
+    assert (await User.objects.aget(username="alice")).display_name == "Alice Before"
 
 
 async def test_a_session_id_used_with_another_user_s_token_is_not_found(server):
