@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import secrets
+import time
 
 import httpx
 import httpx2
@@ -33,9 +34,10 @@ def _request_id() -> str:
 
 
 async def _json_lines_with(server: DaphneServer, request_id: str) -> list[dict]:
-    """The server's log lines mentioning this request id, parsed; waits briefly, since the access
-    line is written once the response has gone out."""
-    for _ in range(50):
+    """The server's log lines mentioning this request id, parsed; waits for the access line, which is
+    written once the response has gone out (at once, but a busy machine may take its time)."""
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
         lines = [line for line in server.log().splitlines() if request_id in line]
         if any('"gatehouse.access"' in line for line in lines):
             return [json.loads(line) for line in lines]
