@@ -7,7 +7,7 @@ PORT ?= 8000
 TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/gatehouse
 CHROMIUM_PATH ?= /usr/bin/chromium
 
-.PHONY: install browsers run test lint typecheck pytest clean
+.PHONY: install browsers run test lint typecheck migrations pytest clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -57,11 +57,16 @@ browsers:
 	fi || true
 	@test -x "$(CHROMIUM_PATH)" || { echo "Chromium is missing at $(CHROMIUM_PATH); install Debian's chromium or set CHROMIUM_PATH." >&2; exit 1; }
 
+# A model change without its migration fails here, before any test runs.
+migrations: install
+	SECRET_KEY=test-only-secret DATABASE_URL=$${DATABASE_URL:-$(TEST_DATABASE_URL)} \
+	$(PY) manage.py makemigrations --check --dry-run
+
 pytest: install browsers
 	SECRET_KEY=test-only-secret DATABASE_URL=$${DATABASE_URL:-$(TEST_DATABASE_URL)} CHROMIUM_PATH=$(CHROMIUM_PATH) \
 	$(VENV)/bin/pytest $(PYTEST_ARGS)
 
-test: lint typecheck pytest
+test: lint typecheck migrations pytest
 
 clean:
 	rm -rf $(VENV) .local .pytest_cache .mypy_cache .ruff_cache .ci/artifacts
