@@ -210,7 +210,7 @@ OAUTH2_PROVIDER = {
     "ROTATE_REFRESH_TOKEN": True,
     "REFRESH_TOKEN_REUSE_PROTECTION": True,
     # Tokens at rest are SHA-256 checksums only. DOT's own refresh grace period would replay the
-    # previous pair from plaintext, so it stays 0; GATEHOUSE["REFRESH_GRACE_SECONDS"] replaces it
+    # previous pair from plaintext, so it stays 0; GATEHOUSE["OAUTH_REFRESH_GRACE_SECONDS"] replaces it
     # (oauth.token_storage).
     "COMPLIANT_BCP_RFC9700_TOKEN_STORAGE": True,
     "REQUEST_APPROVAL_PROMPT": "force",
@@ -238,7 +238,7 @@ OAUTH2_PROVIDER = {
 
 # App settings, namespaced in one dict read with defaults (mcp_gateway.conf).
 GATEHOUSE: dict[str, Any] = {
-    "TOOLSETS": env_list(
+    "GATEHOUSE_TOOLSETS": env_list(
         "GATEHOUSE_TOOLSETS",
         default=[
             "mcp_gateway.toolsets.account",
@@ -248,29 +248,33 @@ GATEHOUSE: dict[str, Any] = {
     ),
     "MCP_ALLOWED_ORIGINS": env_list("MCP_ALLOWED_ORIGINS", default=[]),
     # An MCP session idle this long answers 404 and the client initializes a new one.
-    "SESSION_IDLE_SECONDS": env_int("MCP_SESSION_IDLE_SECONDS", default=3600, minimum=1),
+    "MCP_SESSION_IDLE_SECONDS": env_int("MCP_SESSION_IDLE_SECONDS", default=3600, minimum=1),
     # Ended sessions stay visible to operators this long before the purge deletes them.
-    "SESSION_RETENTION_SECONDS": env_int("MCP_SESSION_RETENTION_SECONDS", default=7 * 24 * 3600, minimum=0),
+    "MCP_SESSION_RETENTION_SECONDS": env_int(
+        "MCP_SESSION_RETENTION_SECONDS", default=7 * 24 * 3600, minimum=0
+    ),
     # How often each server process runs the purge in the background (0 turns it off).
-    "SESSION_PURGE_INTERVAL_SECONDS": env_int("MCP_SESSION_PURGE_INTERVAL_SECONDS", default=600, minimum=0),
+    "MCP_SESSION_PURGE_INTERVAL_SECONDS": env_int(
+        "MCP_SESSION_PURGE_INTERVAL_SECONDS", default=600, minimum=0
+    ),
     # A rotated refresh token presented again this soon is a parallel or retried refresh (it gets a
     # new pair); later, it is a replay, and its whole token family is revoked.
-    "REFRESH_GRACE_SECONDS": env_int("OAUTH_REFRESH_GRACE_SECONDS", default=30, minimum=0),
+    "OAUTH_REFRESH_GRACE_SECONDS": env_int("OAUTH_REFRESH_GRACE_SECONDS", default=30, minimum=0),
     # How long each process trusts its copy of a tenant's enabled toolsets.
-    "TOOLSET_CACHE_SECONDS": env_int("MCP_TOOLSET_CACHE_SECONDS", default=5, minimum=0),
+    "MCP_TOOLSET_CACHE_SECONDS": env_int("MCP_TOOLSET_CACHE_SECONDS", default=5, minimum=0),
     # Connections per worker for the query every MCP request makes (core.db).
-    "HOT_PATH_POOL_SIZE": env_int("MCP_DB_POOL_SIZE", default=4, minimum=1),
+    "MCP_DB_POOL_SIZE": env_int("MCP_DB_POOL_SIZE", default=4, minimum=1),
     # Diagnostics: count every SQL query this process runs and report the total when it exits.
-    "COUNT_QUERIES": env_bool("GATEHOUSE_COUNT_QUERIES", default=False),
+    "GATEHOUSE_COUNT_QUERIES": env_bool("GATEHOUSE_COUNT_QUERIES", default=False),
     # Audit trail (core.audit). Turning it off is for measuring its cost, not for production.
-    "AUDIT_ENABLED": env_bool("GATEHOUSE_AUDIT", default=True),
+    "GATEHOUSE_AUDIT": env_bool("GATEHOUSE_AUDIT", default=True),
     "AUDIT_RETENTION_DAYS": env_int("AUDIT_RETENTION_DAYS", default=365, minimum=1),
     # OAuth clients (oauth.cimd, oauth.clients): see the comments above OAUTH2_PROVIDER.
     "CIMD_ALLOW_LOOPBACK": _cimd_allow_loopback,
     # Extra trust roots (a PEM file) for fetching metadata documents, besides the system's.
     "CIMD_CA_BUNDLE": env_optional("CIMD_CA_BUNDLE"),
     # `manage.py purge_unused_clients` deletes registered clients never used for this many days.
-    "UNUSED_CLIENT_DAYS": env_int("OAUTH_UNUSED_CLIENT_DAYS", default=30, minimum=1),
+    "OAUTH_UNUSED_CLIENT_DAYS": env_int("OAUTH_UNUSED_CLIENT_DAYS", default=30, minimum=1),
     # How many proxies (TLS terminator, load balancer) append to X-Forwarded-For in front of the
     # server; the client address is read that many entries from the right, never from the left.
     "TRUSTED_PROXY_COUNT": env_int("TRUSTED_PROXY_COUNT", default=0, minimum=0),

@@ -9,7 +9,7 @@ class CoreConfig(AppConfig):
     verbose_name = "Gatehouse core"
 
     def ready(self) -> None:
-        if settings.GATEHOUSE["COUNT_QUERIES"]:
+        if settings.GATEHOUSE["GATEHOUSE_COUNT_QUERIES"]:
             from core.querycount import querycount_install
 
             querycount_install()

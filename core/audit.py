@@ -146,7 +146,7 @@ def _redact(value: Any, secret_names: frozenset[str], *, depth: int) -> Any:
 
 
 def audit_enabled() -> bool:
-    return bool(settings.GATEHOUSE["AUDIT_ENABLED"])
+    return bool(settings.GATEHOUSE["GATEHOUSE_AUDIT"])
 
 
 def audit_record(

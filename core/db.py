@@ -109,13 +109,13 @@ class _HotPathPool:
                         "prepare_threshold": options.get("prepare_threshold", 5),
                     },
                     min_size=1,
-                    max_size=settings.GATEHOUSE["HOT_PATH_POOL_SIZE"],
+                    max_size=settings.GATEHOUSE["MCP_DB_POOL_SIZE"],
                     timeout=POOL_TIMEOUT_SECONDS,
                     open=False,
                     name="gatehouse-hot-path",
                 )
                 await pool.open(wait=False)
-                self._counting = settings.GATEHOUSE["COUNT_QUERIES"]
+                self._counting = settings.GATEHOUSE["GATEHOUSE_COUNT_QUERIES"]
                 self._pool = pool
         return self._pool
 

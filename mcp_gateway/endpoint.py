@@ -118,7 +118,7 @@ class McpTransportApp:
 
 
 async def _purge_sessions_forever() -> None:
-    interval = settings.GATEHOUSE["SESSION_PURGE_INTERVAL_SECONDS"]
+    interval = settings.GATEHOUSE["MCP_SESSION_PURGE_INTERVAL_SECONDS"]
     if not interval:
         await asyncio.Event().wait()
     while True:

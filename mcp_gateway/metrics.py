@@ -1,5 +1,5 @@
 """The MCP endpoint's own metrics: ``gatehouse_mcp_sessions_active{tenant}``, read from the database
-at each scrape (``McpSession`` rows not terminated and seen within ``SESSION_IDLE_SECONDS``), so it
+at each scrape (``McpSession`` rows not terminated and seen within ``MCP_SESSION_IDLE_SECONDS``), so it
 is right whichever process is asked and however many there are; and the tool names that may become
 label values of the product-wide counters (``core.metrics``). Installed once, when the app is ready.
 """
@@ -47,7 +47,7 @@ class ActiveSessionsCollector(Collector):
 
 def _active_sessions_by_tenant() -> Iterator[tuple[str, int]]:
     # Every tenant, with 0 where nothing is live, so series do not vanish between scrapes.
-    cutoff = timezone.now() - timedelta(seconds=settings.GATEHOUSE["SESSION_IDLE_SECONDS"])
+    cutoff = timezone.now() - timedelta(seconds=settings.GATEHOUSE["MCP_SESSION_IDLE_SECONDS"])
     live = Q(mcp_sessions__terminated_at__isnull=True, mcp_sessions__last_seen__gte=cutoff)
     rows = Tenant.objects.annotate(active=Count("mcp_sessions", filter=live)).values_list("slug", "active")
     yield from rows.order_by("slug").iterator()

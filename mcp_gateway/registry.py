@@ -1,6 +1,6 @@
 """The tool registry: each toolset is a self-contained module exposing ``toolset = Toolset(...)``.
 
-Settings list the toolset modules (``GATEHOUSE["TOOLSETS"]``); the endpoint never changes when one
+Settings list the toolset modules (``GATEHOUSE["GATEHOUSE_TOOLSETS"]``); the endpoint never changes when one
 is added. Each tool declares the scopes it needs next to its code.
 """
 
@@ -145,5 +145,5 @@ def registry_load(*, module_paths: Iterable[str]) -> Registry:
 
 @functools.cache
 def default_registry() -> Registry:
-    """The registry of the toolsets this deployment serves (``GATEHOUSE["TOOLSETS"]``)."""
-    return registry_load(module_paths=settings.GATEHOUSE["TOOLSETS"])
+    """The registry of the toolsets this deployment serves (``GATEHOUSE["GATEHOUSE_TOOLSETS"]``)."""
+    return registry_load(module_paths=settings.GATEHOUSE["GATEHOUSE_TOOLSETS"])

@@ -26,7 +26,7 @@ RELAYED_MESSAGE_LIFETIME = timedelta(hours=1)
 
 
 def _idle_limit() -> timedelta:
-    return timedelta(seconds=settings.GATEHOUSE["SESSION_IDLE_SECONDS"])
+    return timedelta(seconds=settings.GATEHOUSE["MCP_SESSION_IDLE_SECONDS"])
 
 
 def session_new_id() -> str:
@@ -127,7 +127,7 @@ def session_purge() -> tuple[int, int]:
         session_terminate(session_id=session_id, reason=TerminationReason.EXPIRED)
         for session_id in idle.values_list("pk", flat=True)
     )
-    retention = timedelta(seconds=settings.GATEHOUSE["SESSION_RETENTION_SECONDS"])
+    retention = timedelta(seconds=settings.GATEHOUSE["MCP_SESSION_RETENTION_SECONDS"])
     deleted, _ = McpSession.objects.filter(terminated_at__lte=now - retention).delete()
     # Answers nobody took (the waiting worker died first) are useless after the call's time limit.
     RelayedMessage.objects.filter(created__lte=now - RELAYED_MESSAGE_LIFETIME).delete()

@@ -39,7 +39,7 @@ def toolsets_enabled(*, tenant_id: int, registry: Registry) -> frozenset[str]:
         else:
             enabled.discard(name)
     result = frozenset(enabled)
-    _cache[tenant_id] = (now + settings.GATEHOUSE["TOOLSET_CACHE_SECONDS"], result)
+    _cache[tenant_id] = (now + settings.GATEHOUSE["MCP_TOOLSET_CACHE_SECONDS"], result)
     return result
 
 

@@ -158,7 +158,7 @@ def _sessions_end(*, session_ids: Iterable[str]) -> int:
 
 
 def _idle_cutoff(now: datetime) -> datetime:
-    return now - timedelta(seconds=settings.GATEHOUSE["SESSION_IDLE_SECONDS"])
+    return now - timedelta(seconds=settings.GATEHOUSE["MCP_SESSION_IDLE_SECONDS"])
 
 
 def session_list_for_user(*, user: User, now: datetime | None = None) -> list[McpSession]:

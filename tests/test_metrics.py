@@ -284,7 +284,7 @@ def _session(key: str, *, tenant, idle: timedelta, ended: bool = False) -> McpSe
 
 
 def test_active_sessions_are_counted_per_tenant_from_the_database(client, metrics_settings):
-    metrics_settings(SESSION_IDLE_SECONDS=3600)
+    metrics_settings(MCP_SESSION_IDLE_SECONDS=3600)
     busy = TenantFactory.create(slug="busy-metrics")
     quiet = TenantFactory.create(slug="quiet-metrics")
     _session("live-1", tenant=busy, idle=timedelta(minutes=1))

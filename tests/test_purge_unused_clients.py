@@ -107,7 +107,7 @@ def test_a_dry_run_lists_and_deletes_nothing(capsys):
 
 
 def test_the_default_age_comes_from_the_setting(settings):
-    settings.GATEHOUSE = {**settings.GATEHOUSE, "UNUSED_CLIENT_DAYS": 90}
+    settings.GATEHOUSE = {**settings.GATEHOUSE, "OAUTH_UNUSED_CLIENT_DAYS": 90}
     _registered(days_ago=60, name="sixty days")
     _registered(days_ago=91, name="ninety-one days")
 

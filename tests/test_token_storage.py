@@ -47,7 +47,7 @@ def grace(settings):
     """Set the refresh grace window for one test."""
 
     def set_seconds(seconds: int) -> None:
-        settings.GATEHOUSE = {**settings.GATEHOUSE, "REFRESH_GRACE_SECONDS": seconds}
+        settings.GATEHOUSE = {**settings.GATEHOUSE, "OAUTH_REFRESH_GRACE_SECONDS": seconds}
 
     return set_seconds
 

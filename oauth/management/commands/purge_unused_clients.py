@@ -21,7 +21,7 @@ class Command(BaseCommand):
         parser.add_argument(
             "--days",
             type=int,
-            default=settings.GATEHOUSE["UNUSED_CLIENT_DAYS"],
+            default=settings.GATEHOUSE["OAUTH_UNUSED_CLIENT_DAYS"],
             help="Registered at least this many days ago.",
         )
         parser.add_argument("--dry-run", action="store_true", help="List what would go; delete nothing.")
