@@ -1,0 +1,147 @@
+"""Gatehouse's own settings (``settings.GATEHOUSE``), typed, and read when they are used.
+
+Code reads ``gatehouse_settings.MCP_DB_POOL_SIZE``, never ``settings.GATEHOUSE["..."]``: mypy then
+sees an ``int`` rather than ``Any``, a misspelt name fails type checking instead of raising
+``KeyError`` in production, and a value of the wrong type (a test override, a hand-edited
+settings module) raises ``ImproperlyConfigured`` naming the key at its first read.
+
+Each attribute reads ``settings.GATEHOUSE`` afresh, so an override (pytest-django's ``settings``
+fixture, ``override_settings``) is seen by the next call; nothing here is computed at import.
+
+Names: every key is named after the environment variable ``config/settings.py`` reads it from,
+so one name means one setting from the deployment to the code. Where a key is more than its
+variable's value:
+
+- ``CIMD_ALLOW_LOOPBACK``: the variable of that name, refused unless ``PUBLIC_URL`` is loopback;
+- ``LLM_MOCK_RESPONSES_FILE``: likewise (tests only);
+- ``RATE_LIMIT_STORAGE_URL``: that variable, else ``REDIS_URL``, else ``memory://``;
+- ``RATE_LIMITS``: the family ``RATE_LIMIT_<SCOPE>``, one dict keyed by rate-limit scope
+  (``core.models.RateLimitScope`` and ``tool_expensive``): ``tool`` from ``RATE_LIMIT_TOOL``,
+  ``tool_expensive`` from ``RATE_LIMIT_TOOL_EXPENSIVE``, ``resource`` from
+  ``RATE_LIMIT_RESOURCE_READ``, ``authorize`` from ``RATE_LIMIT_AUTHORIZE``, ``login`` from
+  ``RATE_LIMIT_LOGIN``, ``register`` from ``RATE_LIMIT_REGISTER``; a value of ``None`` is no limit.
+
+Defaults: ``config/settings.py`` holds them, beside the environment read they default, and only
+there; this module has none, so a key missing from ``GATEHOUSE`` is an error rather than a second
+default that could drift from the first.
+
+This module imports no app of ours: every layer may read settings.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Generic, TypeVar
+
+from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
+
+T = TypeVar("T")
+
+
+def _wrong(name: str, expected: str, value: object) -> ImproperlyConfigured:
+    # The type only, never the value: some of these are secrets.
+    return ImproperlyConfigured(f"GATEHOUSE[{name!r}] must be {expected}, not {type(value).__name__}.")
+
+
+def _int(name: str, value: object) -> int:
+    # bool is an int to Python, but True seconds is a mistake.
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    raise _wrong(name, "an integer", value)
+
+
+def _bool(name: str, value: object) -> bool:
+    if isinstance(value, bool):
+        return value
+    raise _wrong(name, "True or False", value)
+
+
+def _str(name: str, value: object) -> str:
+    if isinstance(value, str):
+        return value
+    raise _wrong(name, "a string", value)
+
+
+def _optional_str(name: str, value: object) -> str | None:
+    if value is None or isinstance(value, str):
+        return value
+    raise _wrong(name, "a string or None", value)
+
+
+def _str_list(name: str, value: object) -> tuple[str, ...]:
+    # A bare string is a sequence of strings too, and would be read one character at a time.
+    if isinstance(value, list | tuple) and all(isinstance(item, str) for item in value):
+        return tuple(value)
+    raise _wrong(name, "a list of strings", value)
+
+
+def _rates(name: str, value: object) -> Mapping[str, str | None]:
+    if isinstance(value, dict) and all(
+        isinstance(scope, str) and (rate is None or isinstance(rate, str)) for scope, rate in value.items()
+    ):
+        return value
+    raise _wrong(name, "a dict of rate-limit scopes to rates (or None)", value)
+
+
+class _Setting(Generic[T]):
+    """One key of ``settings.GATEHOUSE``, read and checked each time it is accessed."""
+
+    def __init__(self, check: Callable[[str, object], T]) -> None:
+        self._check = check
+        self.name = ""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    def __get__(self, instance: object, owner: type | None = None) -> T:
+        try:
+            value = settings.GATEHOUSE[self.name]
+        except KeyError:
+            raise ImproperlyConfigured(f"settings.GATEHOUSE has no {self.name!r}.") from None
+        return self._check(self.name, value)
+
+
+class GatehouseSettings:
+    """``settings.GATEHOUSE``, one typed attribute per key; the comments in config/settings.py say
+    what each one does."""
+
+    # The MCP endpoint (mcp_gateway)
+    GATEHOUSE_TOOLSETS = _Setting(_str_list)
+    MCP_ALLOWED_ORIGINS = _Setting(_str_list)
+    MCP_SESSION_IDLE_SECONDS = _Setting(_int)
+    MCP_SESSION_RETENTION_SECONDS = _Setting(_int)
+    MCP_SESSION_PURGE_INTERVAL_SECONDS = _Setting(_int)
+    MCP_TOOLSET_CACHE_SECONDS = _Setting(_int)
+    MCP_DB_POOL_SIZE = _Setting(_int)
+    # OAuth (oauth)
+    OAUTH_REFRESH_GRACE_SECONDS = _Setting(_int)
+    OAUTH_UNUSED_CLIENT_DAYS = _Setting(_int)
+    CIMD_ALLOW_LOOPBACK = _Setting(_bool)
+    CIMD_CA_BUNDLE = _Setting(_optional_str)
+    # Diagnostics, audit, requests, metrics (core)
+    GATEHOUSE_COUNT_QUERIES = _Setting(_bool)
+    GATEHOUSE_AUDIT = _Setting(_bool)
+    AUDIT_RETENTION_DAYS = _Setting(_int)
+    TRUSTED_PROXY_COUNT = _Setting(_int)
+    ACCESS_LOG = _Setting(_bool)
+    METRICS_TOKEN = _Setting(_optional_str)
+    METRICS_ALLOWED_NETWORKS = _Setting(_str_list)
+    # Rate limits (core.ratelimit)
+    RATE_LIMIT_STORAGE_URL = _Setting(_str)
+    RATE_LIMIT_KEY_PREFIX = _Setting(_str)
+    RATE_LIMIT_RULE_CACHE_SECONDS = _Setting(_int)
+    RATE_LIMITS = _Setting(_rates)
+    # Stored credentials (core.crypto)
+    DATA_SOURCE_ENCRYPTION_KEY = _Setting(_optional_str)
+    # Toolsets (language_models, data_agent)
+    LLM_MOCK_RESPONSES_FILE = _Setting(_optional_str)
+    DATA_AGENT_QUESTION_TIMEOUT_SECONDS = _Setting(_int)
+
+    @classmethod
+    def names(cls) -> frozenset[str]:
+        """Every key this class reads, for checking it against ``settings.GATEHOUSE``."""
+        return frozenset(name for name, value in vars(cls).items() if isinstance(value, _Setting))
+
+
+gatehouse_settings = GatehouseSettings()
