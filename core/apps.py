@@ -1,7 +1,8 @@
 from __future__ import annotations
 
 from django.apps import AppConfig
-from django.conf import settings
+
+from core.conf import gatehouse_settings
 
 
 class CoreConfig(AppConfig):
@@ -9,7 +10,7 @@ class CoreConfig(AppConfig):
     verbose_name = "Gatehouse core"
 
     def ready(self) -> None:
-        if settings.GATEHOUSE["GATEHOUSE_COUNT_QUERIES"]:
+        if gatehouse_settings.GATEHOUSE_COUNT_QUERIES:
             from core.querycount import querycount_install
 
             querycount_install()

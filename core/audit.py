@@ -25,10 +25,10 @@ from collections.abc import Mapping
 from dataclasses import asdict
 from typing import Any
 
-from django.conf import settings
 from django.db import connection
 
 from core.audit_entry import AuditEntry
+from core.conf import gatehouse_settings
 from core.db import hot_path_execute
 from core.identity import Identity
 from core.metrics import metrics_observe
@@ -146,7 +146,7 @@ def _redact(value: Any, secret_names: frozenset[str], *, depth: int) -> Any:
 
 
 def audit_enabled() -> bool:
-    return bool(settings.GATEHOUSE["GATEHOUSE_AUDIT"])
+    return gatehouse_settings.GATEHOUSE_AUDIT
 
 
 def audit_record(

@@ -8,17 +8,17 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from core.conf import gatehouse_settings
 from core.models import AuditEvent
 
 AUDIT_PURGE_BATCH = 5000
 
 
 def audit_retention_cutoff() -> datetime:
-    return timezone.now() - timedelta(days=settings.GATEHOUSE["AUDIT_RETENTION_DAYS"])
+    return timezone.now() - timedelta(days=gatehouse_settings.AUDIT_RETENTION_DAYS)
 
 
 def audit_purge_count(*, before: datetime) -> int:

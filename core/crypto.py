@@ -17,15 +17,17 @@ from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 from django.conf import settings
 
+from core.conf import gatehouse_settings
+
 HKDF_INFO = b"gatehouse data source url encryption"
 UNDECRYPTABLE = "The stored secret cannot be decrypted with the current key; enter it again in the admin."
 
 
 def encryption_key() -> str:
     """The Fernet key in force: the configured one, or the one derived from SECRET_KEY."""
-    configured = settings.GATEHOUSE.get("DATA_SOURCE_ENCRYPTION_KEY")
+    configured = gatehouse_settings.DATA_SOURCE_ENCRYPTION_KEY
     if configured:
-        return str(configured)
+        return configured
     derived = HKDF(algorithm=hashes.SHA256(), length=32, salt=None, info=HKDF_INFO).derive(
         settings.SECRET_KEY.encode()
     )

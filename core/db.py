@@ -25,6 +25,7 @@ from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.db import DatabaseError, close_old_connections, connection, connections
 
+from core.conf import gatehouse_settings
 from core.querycount import querycount_add
 
 logger = logging.getLogger(__name__)
@@ -109,13 +110,13 @@ class _HotPathPool:
                         "prepare_threshold": options.get("prepare_threshold", 5),
                     },
                     min_size=1,
-                    max_size=settings.GATEHOUSE["MCP_DB_POOL_SIZE"],
+                    max_size=gatehouse_settings.MCP_DB_POOL_SIZE,
                     timeout=POOL_TIMEOUT_SECONDS,
                     open=False,
                     name="gatehouse-hot-path",
                 )
                 await pool.open(wait=False)
-                self._counting = settings.GATEHOUSE["GATEHOUSE_COUNT_QUERIES"]
+                self._counting = gatehouse_settings.GATEHOUSE_COUNT_QUERIES
                 self._pool = pool
         return self._pool
 

@@ -34,7 +34,6 @@ import logging
 import os
 from collections.abc import Callable
 
-from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 from django.http import HttpRequest, HttpResponse
 from django.views.decorators.cache import never_cache
@@ -44,6 +43,7 @@ from prometheus_client.exposition import choose_encoder
 from prometheus_client.registry import Collector
 
 from core.audit_entry import AuditEntry
+from core.conf import gatehouse_settings
 from core.models import AuditAction, RateLimitScope
 from core.request_context import client_ip, request_context
 
@@ -188,10 +188,7 @@ def metrics_allowed_networks(
 
 
 def _settings_networks() -> tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...]:
-    values = settings.GATEHOUSE["METRICS_ALLOWED_NETWORKS"]
-    if isinstance(values, str) or not isinstance(values, list | tuple):
-        raise ImproperlyConfigured("METRICS_ALLOWED_NETWORKS must be a list of networks.")
-    return metrics_allowed_networks(tuple(values))
+    return metrics_allowed_networks(gatehouse_settings.METRICS_ALLOWED_NETWORKS)
 
 
 # Checked when the process starts (this module is loaded with the URLs and the audit trail), so a
@@ -208,13 +205,13 @@ def metrics_access_allowed(*, ip: str | None, authorization: str | None) -> bool
             address = address.ipv4_mapped
         if any(address in network for network in _settings_networks()):
             return True
-    expected = settings.GATEHOUSE["METRICS_TOKEN"]
+    expected = gatehouse_settings.METRICS_TOKEN
     if not expected or not authorization:
         return False
     scheme, _, presented = authorization.partition(" ")
     if scheme.lower() != "bearer" or not presented.strip():
         return False
-    return hmac.compare_digest(presented.strip().encode(), str(expected).encode())
+    return hmac.compare_digest(presented.strip().encode(), expected.encode())
 
 
 def _request_ip(request: HttpRequest) -> str | None:
@@ -225,7 +222,7 @@ def _request_ip(request: HttpRequest) -> str | None:
     from a client inventing the header for a server run with ``--proxy-headers``. Either way the
     address proves nothing; only the token can open the metrics then.
     """
-    if request.headers.get("X-Forwarded-For") and not settings.GATEHOUSE["TRUSTED_PROXY_COUNT"]:
+    if request.headers.get("X-Forwarded-For") and not gatehouse_settings.TRUSTED_PROXY_COUNT:
         return None
     ctx = request_context()
     if ctx is not None:

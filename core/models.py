@@ -91,7 +91,7 @@ class RateLimitScope(models.TextChoices):
 
 
 class RateLimitRule(models.Model):
-    """An operator's override of a default rate limit (``GATEHOUSE["RATE_LIMITS"]``).
+    """An operator's override of a default rate limit (``RATE_LIMITS``, core.conf).
 
     The most specific rule wins: tenant and target, then tenant, then target, then neither.
     """

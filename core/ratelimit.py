@@ -8,7 +8,7 @@ Contract used by the rest of the code:
   from sync code: it may read the rules through the ORM), for pages and OAuth endpoints keyed by
   client address (and username for logins).
 
-Which limit applies: ``RateLimitRule`` rows override ``GATEHOUSE["RATE_LIMITS"]``, the most
+Which limit applies: ``RateLimitRule`` rows override ``RATE_LIMITS`` (core.conf), the most
 specific first: (tenant, target), (tenant, every target), (every tenant, target), (every tenant,
 every target), then the default. A tool rule's target is a tool name; a resource rule's target is
 a URI prefix, the longest matching one winning. A rule without a target therefore also overrides
@@ -30,7 +30,7 @@ to N timestamps, and estimates both count and hint; at our limits (tens to a few
 minute) the memory is small and exactness is worth more. Switch ``_STRATEGY`` if operators set
 limits of many thousands per period.
 
-Storage: ``GATEHOUSE["RATE_LIMIT_STORAGE_URL"]``, Redis in production so every worker of every
+Storage: ``RATE_LIMIT_STORAGE_URL``, Redis in production so every worker of every
 replica shares one count; ``memory://`` counts per process (development). Each process (and event
 loop) keeps a bounded pool of Redis connections, so a burst queues for one. When the storage does not
 answer we fail open: the request is allowed, a warning is logged at most once a minute, and the
@@ -49,7 +49,6 @@ from functools import lru_cache
 from typing import Any
 from urllib.parse import urlsplit
 
-from django.conf import settings
 from limits import RateLimitItem, parse
 from limits.aio.strategies import MovingWindowRateLimiter as AsyncMovingWindowRateLimiter
 from limits.limits import (
@@ -61,6 +60,7 @@ from limits.limits import (
 from limits.storage import storage_from_string
 from limits.strategies import MovingWindowRateLimiter
 
+from core.conf import gatehouse_settings
 from core.db import db_call
 from core.errors import RateLimited
 from core.identity import Identity
@@ -143,7 +143,7 @@ class _RuleCache:
         self.refreshing = False
 
     def fresh(self) -> _RuleTable | None:
-        seconds = settings.GATEHOUSE["RATE_LIMIT_RULE_CACHE_SECONDS"]
+        seconds = gatehouse_settings.RATE_LIMIT_RULE_CACHE_SECONDS
         if self.table is not None and time.monotonic() - self.loaded_at < seconds:
             return self.table
         return None
@@ -162,7 +162,7 @@ class _RuleCache:
         # One coroutine reloads while the others keep the stale table: a thundering herd of
         # identical queries every few seconds would cost more than a few seconds of staleness.
         # With caching off (0 s) every call reads, as tests and operators asked.
-        if self.refreshing and self.table is not None and settings.GATEHOUSE["RATE_LIMIT_RULE_CACHE_SECONDS"]:
+        if self.refreshing and self.table is not None and gatehouse_settings.RATE_LIMIT_RULE_CACHE_SECONDS:
             return self.table
         self.refreshing = True
         try:
@@ -180,7 +180,7 @@ def _default_item(text: str) -> RateLimitItem:
 
 
 def _default(name: str, *, counted_as: str) -> AppliedLimit | None:
-    text = settings.GATEHOUSE["RATE_LIMITS"].get(name)
+    text = gatehouse_settings.RATE_LIMITS.get(name)
     return AppliedLimit(_default_item(text), counted_as) if text else None
 
 
@@ -281,7 +281,7 @@ def _storage_options(url: str, *, asynchronous: bool) -> dict[str, Any]:
 
 
 def _storage_config() -> tuple[str, str]:
-    return settings.GATEHOUSE["RATE_LIMIT_STORAGE_URL"], settings.GATEHOUSE["RATE_LIMIT_KEY_PREFIX"]
+    return gatehouse_settings.RATE_LIMIT_STORAGE_URL, gatehouse_settings.RATE_LIMIT_KEY_PREFIX
 
 
 def _sync_store() -> _Store:

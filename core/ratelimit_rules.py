@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db.models import Model
 
+from core.conf import gatehouse_settings
 from core.models import RateLimitScope
 
 # Counted per client address before anyone has signed in, so there is no tenant or target to match.
@@ -33,5 +33,5 @@ def rate_limit_rule_validate(
 
 
 def rate_limit_defaults() -> list[tuple[str, str]]:
-    """The deployment's default limits (GATEHOUSE["RATE_LIMITS"]), as operators read them."""
-    return [(name, rate or "no limit") for name, rate in settings.GATEHOUSE["RATE_LIMITS"].items()]
+    """The deployment's default limits (``RATE_LIMITS``, core.conf), as operators read them."""
+    return [(name, rate or "no limit") for name, rate in gatehouse_settings.RATE_LIMITS.items()]

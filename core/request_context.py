@@ -8,7 +8,7 @@ request.
 
 It also writes the access log: one INFO line per request on the ``gatehouse.access`` logger
 (method, path without its query string, which may carry OAuth codes, status, duration, request
-id, client address), unless ``GATEHOUSE["ACCESS_LOG"]`` is off.
+id, client address), unless ``ACCESS_LOG`` is off.
 """
 
 from __future__ import annotations
@@ -21,10 +21,10 @@ import time
 import uuid
 from dataclasses import dataclass
 
-from django.conf import settings
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from core.asgi_http import request_header
+from core.conf import gatehouse_settings
 
 REQUEST_ID_HEADER = b"x-request-id"
 access_logger = logging.getLogger("gatehouse.access")
@@ -63,7 +63,7 @@ def client_ip(*, peer: str | None, forwarded_for: str | None) -> str | None:
     Only the entries the trusted proxies appended (counted from the right) are believed; anything
     further left was written by the client and could be anything.
     """
-    hops = settings.GATEHOUSE["TRUSTED_PROXY_COUNT"]
+    hops = gatehouse_settings.TRUSTED_PROXY_COUNT
     candidate = peer
     if hops and forwarded_for:
         entries = [entry.strip() for entry in forwarded_for.split(",") if entry.strip()]
@@ -111,7 +111,7 @@ class RequestContextMiddleware:
             status = status or 500
             raise
         finally:
-            if settings.GATEHOUSE["ACCESS_LOG"] and access_logger.isEnabledFor(logging.INFO):
+            if gatehouse_settings.ACCESS_LOG and access_logger.isEnabledFor(logging.INFO):
                 _access_log(scope, status=status, started=started, ip=ip)
             _current.reset(token)
 
