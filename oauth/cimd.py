@@ -9,11 +9,11 @@ requires the document's ``client_id`` to equal its URL and ``token_endpoint_auth
 
 Ours (``CIMD_METADATA_FETCHER``) adds:
 
-- ``GATEHOUSE["CIMD_ALLOW_LOOPBACK"]`` (env ``CIMD_ALLOW_LOOPBACK``): loopback addresses may serve a
-  document. Only loopback, never private, link-local or cloud-metadata addresses, and settings
-  refuse it unless Gatehouse itself is served on loopback (development on one machine).
-- ``GATEHOUSE["CIMD_CA_BUNDLE"]`` (env ``CIMD_CA_BUNDLE``): extra trust roots (a development CA)
-  besides the system's, for these fetches only.
+- ``CIMD_ALLOW_LOOPBACK`` (core.conf): loopback addresses may serve a document. Only loopback,
+  never private, link-local or cloud-metadata addresses, and settings refuse it unless Gatehouse
+  itself is served on loopback (development on one machine).
+- ``CIMD_CA_BUNDLE`` (core.conf): extra trust roots (a development CA) besides the system's, for
+  these fetches only.
 - Every redirect URI in a document must be https, or http on a loopback host (oauth.redirects);
   a document that lists anything else is refused as a whole.
 """
@@ -26,7 +26,6 @@ import time
 from typing import Any
 
 import urllib3
-from django.conf import settings
 from oauth2_provider.cimd import (
     CIMDError,
     SafeMetadataFetcher,
@@ -35,6 +34,7 @@ from oauth2_provider.cimd import (
 )
 from oauth2_provider.settings import oauth2_settings
 
+from core.conf import gatehouse_settings
 from core.loopback import is_loopback_address
 from oauth.redirects import redirect_transport_is_safe
 
@@ -46,7 +46,7 @@ UNSAFE_REDIRECT = "client metadata lists a redirect URI that is neither https no
 def _address_allowed(ip: str) -> bool:
     if _ip_is_public(ip):
         return True
-    if not settings.GATEHOUSE["CIMD_ALLOW_LOOPBACK"]:
+    if not gatehouse_settings.CIMD_ALLOW_LOOPBACK:
         return False
     return is_loopback_address(ip)
 
@@ -69,7 +69,7 @@ def metadata_host_resolve(*, hostname: str, port: int) -> list[str]:
 
 def _ssl_context() -> ssl.SSLContext:
     context = ssl.create_default_context()
-    bundle = settings.GATEHOUSE["CIMD_CA_BUNDLE"]
+    bundle = gatehouse_settings.CIMD_CA_BUNDLE
     if bundle:
         context.load_verify_locations(cafile=bundle)
     return context

@@ -1,5 +1,5 @@
 """Registered clients nobody ever used: dynamic registrations and metadata documents that never got
-as far as a token, deleted after ``GATEHOUSE["OAUTH_UNUSED_CLIENT_DAYS"]`` (``manage.py
+as far as a token, deleted after ``OAUTH_UNUSED_CLIENT_DAYS`` (``manage.py
 purge_unused_clients``). Registration is open to anyone, so without this the table only grows.
 
 "Used" means a grant, a token (not DOT's RFC 7592 registration-management token, which every

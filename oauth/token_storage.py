@@ -12,7 +12,7 @@ checksum in every lookup it makes, which a key would force us to replace one by 
 DOT refuses (system check ``oauth2_provider.E001``) to combine hashed storage with its own refresh
 grace period, because inside the window it answers a repeated refresh with the *previously issued*
 pair, read back from the ``token`` column. Gatehouse keeps DOT's grace period at 0 and runs its own
-window (``GATEHOUSE["OAUTH_REFRESH_GRACE_SECONDS"]``): a rotated refresh token presented again inside it
+window (``OAUTH_REFRESH_GRACE_SECONDS``): a rotated refresh token presented again inside it
 gets a *fresh* pair in the same token family (``TenantOAuth2Validator``), so both of a client's
 parallel refreshes end up holding working tokens, and nothing needs to be read back.
 """
@@ -22,9 +22,9 @@ from __future__ import annotations
 import hashlib
 from datetime import datetime, timedelta
 
-from django.conf import settings
 from django.utils import timezone
 
+from core.conf import gatehouse_settings
 from oauth.models import AccessToken, RefreshToken
 
 
@@ -34,7 +34,7 @@ def token_checksum(raw_token: str) -> str:
 
 
 def refresh_grace() -> timedelta:
-    return timedelta(seconds=settings.GATEHOUSE["OAUTH_REFRESH_GRACE_SECONDS"])
+    return timedelta(seconds=gatehouse_settings.OAUTH_REFRESH_GRACE_SECONDS)
 
 
 def refresh_token_in_grace(*, token: RefreshToken, now: datetime | None = None) -> bool:

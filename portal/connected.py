@@ -15,13 +15,13 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from django.conf import settings
 from django.db import transaction
 from django.db.models import Max
 from django.utils import timezone
 from oauth2_provider.models import Application, refresh_token_expire_timedelta
 
 from accounts.models import Tenant, User
+from core.conf import gatehouse_settings
 from core.errors import NotFound
 from mcp_gateway.models import McpSession, TerminationReason
 from mcp_gateway.sessions import session_terminate
@@ -158,7 +158,7 @@ def _sessions_end(*, session_ids: Iterable[str]) -> int:
 
 
 def _idle_cutoff(now: datetime) -> datetime:
-    return now - timedelta(seconds=settings.GATEHOUSE["MCP_SESSION_IDLE_SECONDS"])
+    return now - timedelta(seconds=gatehouse_settings.MCP_SESSION_IDLE_SECONDS)
 
 
 def session_list_for_user(*, user: User, now: datetime | None = None) -> list[McpSession]:

@@ -2,9 +2,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from core.conf import gatehouse_settings
 from oauth.clients import unused_clients_purge
 
 DAYS_TOO_FEW = "--days must be at least 1."
@@ -21,7 +21,7 @@ class Command(BaseCommand):
         parser.add_argument(
             "--days",
             type=int,
-            default=settings.GATEHOUSE["OAUTH_UNUSED_CLIENT_DAYS"],
+            default=gatehouse_settings.OAUTH_UNUSED_CLIENT_DAYS,
             help="Registered at least this many days ago.",
         )
         parser.add_argument("--dry-run", action="store_true", help="List what would go; delete nothing.")
