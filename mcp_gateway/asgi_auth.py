@@ -13,6 +13,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from accounts.scopes import scope_definitions
 from core.asgi_http import request_header, send_json
+from core.conf import gatehouse_settings
 from core.errors import AuthenticationFailed
 from core.identity import Identity
 from core.loopback import is_loopback_host
@@ -51,7 +52,7 @@ def www_authenticate(
 
 def _origin_allowed(origin: str) -> bool:
     origin = origin.rstrip("/")
-    if origin in {settings.PUBLIC_URL, *settings.GATEHOUSE["MCP_ALLOWED_ORIGINS"]}:
+    if origin in {settings.PUBLIC_URL, *gatehouse_settings.MCP_ALLOWED_ORIGINS}:
         return True
     # A server on loopback is a developer's: any loopback origin is as local as it is.
     public_host, origin_host = urlsplit(settings.PUBLIC_URL).hostname, urlsplit(origin).hostname

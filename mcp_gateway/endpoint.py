@@ -12,7 +12,6 @@ import asyncio
 import logging
 from typing import Any
 
-from django.conf import settings
 from mcp.server._otel import OpenTelemetryMiddleware
 from mcp.server.context import ServerRequestContext
 from mcp.server.mcpserver import MCPServer
@@ -23,6 +22,7 @@ from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from core.asgi_http import request_header
+from core.conf import gatehouse_settings
 from core.db import db_call
 from mcp_gateway.asgi_auth import McpAuthMiddleware
 from mcp_gateway.asgi_envelope import JsonRpcEnvelopeMiddleware
@@ -118,7 +118,7 @@ class McpTransportApp:
 
 
 async def _purge_sessions_forever() -> None:
-    interval = settings.GATEHOUSE["MCP_SESSION_PURGE_INTERVAL_SECONDS"]
+    interval = gatehouse_settings.MCP_SESSION_PURGE_INTERVAL_SECONDS
     if not interval:
         await asyncio.Event().wait()
     while True:

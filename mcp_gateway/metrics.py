@@ -10,7 +10,6 @@ import logging
 from collections.abc import Iterable, Iterator
 from datetime import timedelta
 
-from django.conf import settings
 from django.db import DatabaseError
 from django.db.models import Count, Q
 from django.utils import timezone
@@ -18,6 +17,7 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from accounts.models import Tenant
+from core.conf import gatehouse_settings
 from core.metrics import metrics_collector_register, metrics_tool_names_set
 from mcp_gateway.registry import default_registry
 
@@ -47,7 +47,7 @@ class ActiveSessionsCollector(Collector):
 
 def _active_sessions_by_tenant() -> Iterator[tuple[str, int]]:
     # Every tenant, with 0 where nothing is live, so series do not vanish between scrapes.
-    cutoff = timezone.now() - timedelta(seconds=settings.GATEHOUSE["MCP_SESSION_IDLE_SECONDS"])
+    cutoff = timezone.now() - timedelta(seconds=gatehouse_settings.MCP_SESSION_IDLE_SECONDS)
     live = Q(mcp_sessions__terminated_at__isnull=True, mcp_sessions__last_seen__gte=cutoff)
     rows = Tenant.objects.annotate(active=Count("mcp_sessions", filter=live)).values_list("slug", "active")
     yield from rows.order_by("slug").iterator()

@@ -1,6 +1,6 @@
 """The tool registry: each toolset is a self-contained module exposing ``toolset = Toolset(...)``.
 
-Settings list the toolset modules (``GATEHOUSE["GATEHOUSE_TOOLSETS"]``); the endpoint never changes when one
+Settings list the toolset modules (``GATEHOUSE_TOOLSETS``); the endpoint never changes when one
 is added. Each tool declares the scopes it needs next to its code.
 """
 
@@ -12,11 +12,11 @@ from dataclasses import dataclass, field
 from importlib import import_module
 from typing import Any
 
-from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 from mcp.server.mcpserver import MCPServer
 
 from accounts.scopes import scope_definitions
+from core.conf import gatehouse_settings
 
 DEFAULT_TIMEOUT_SECONDS = 60.0
 
@@ -145,5 +145,5 @@ def registry_load(*, module_paths: Iterable[str]) -> Registry:
 
 @functools.cache
 def default_registry() -> Registry:
-    """The registry of the toolsets this deployment serves (``GATEHOUSE["GATEHOUSE_TOOLSETS"]``)."""
-    return registry_load(module_paths=settings.GATEHOUSE["GATEHOUSE_TOOLSETS"])
+    """The registry of the toolsets this deployment serves (``GATEHOUSE_TOOLSETS``)."""
+    return registry_load(module_paths=gatehouse_settings.GATEHOUSE_TOOLSETS)

@@ -12,11 +12,11 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
 from core.audit import audit_record
+from core.conf import gatehouse_settings
 from core.identity import Identity
 from core.models import AuditAction
 from mcp_gateway.models import McpSession, RelayedMessage, TerminationReason
@@ -26,7 +26,7 @@ RELAYED_MESSAGE_LIFETIME = timedelta(hours=1)
 
 
 def _idle_limit() -> timedelta:
-    return timedelta(seconds=settings.GATEHOUSE["MCP_SESSION_IDLE_SECONDS"])
+    return timedelta(seconds=gatehouse_settings.MCP_SESSION_IDLE_SECONDS)
 
 
 def session_new_id() -> str:
@@ -127,7 +127,7 @@ def session_purge() -> tuple[int, int]:
         session_terminate(session_id=session_id, reason=TerminationReason.EXPIRED)
         for session_id in idle.values_list("pk", flat=True)
     )
-    retention = timedelta(seconds=settings.GATEHOUSE["MCP_SESSION_RETENTION_SECONDS"])
+    retention = timedelta(seconds=gatehouse_settings.MCP_SESSION_RETENTION_SECONDS)
     deleted, _ = McpSession.objects.filter(terminated_at__lte=now - retention).delete()
     # Answers nobody took (the waiting worker died first) are useless after the call's time limit.
     RelayedMessage.objects.filter(created__lte=now - RELAYED_MESSAGE_LIFETIME).delete()

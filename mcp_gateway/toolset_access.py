@@ -8,9 +8,8 @@ from __future__ import annotations
 
 import time
 
-from django.conf import settings
-
 from accounts.models import Tenant
+from core.conf import gatehouse_settings
 from mcp_gateway.models import TenantToolset
 from mcp_gateway.registry import Registry
 
@@ -39,7 +38,7 @@ def toolsets_enabled(*, tenant_id: int, registry: Registry) -> frozenset[str]:
         else:
             enabled.discard(name)
     result = frozenset(enabled)
-    _cache[tenant_id] = (now + settings.GATEHOUSE["MCP_TOOLSET_CACHE_SECONDS"], result)
+    _cache[tenant_id] = (now + gatehouse_settings.MCP_TOOLSET_CACHE_SECONDS, result)
     return result
 
 
