@@ -12,7 +12,6 @@ import json
 from collections.abc import Sequence
 from typing import Annotated, Any, Literal
 
-from django.conf import settings
 from mcp.server.mcpserver import Context
 from mcp_types import (
     CallToolResult,
@@ -24,6 +23,7 @@ from mcp_types import (
 )
 from pydantic import BaseModel, Field, StringConstraints
 
+from core.conf import gatehouse_settings
 from core.db import db_call
 from core.errors import Timeout
 from data_agent.ask_pipeline import Outcome, QuestionRun, question_context_load
@@ -36,13 +36,17 @@ from mcp_gateway.identity import identity_from_context
 from mcp_gateway.registry import tool
 
 QUESTION_MAX_CHARS = 2000
-QUESTION_TIMEOUT_SECONDS: float = settings.GATEHOUSE["DATA_AGENT_QUESTION_TIMEOUT_SECONDS"]
 # Rows in the narrative's table and in structured content; the rest are counted, not sent.
 ROWS_IN_NARRATIVE = 20
 ROWS_IN_RESULT = 100
 CAVEAT_SIGN = "⚠️"
 CLARIFY_MESSAGE = "To answer this question, the data agent needs to know:"
 CLARIFY_INPUT = "clarify"
+
+
+def question_timeout_seconds() -> int:
+    """The whole of one run, clarification included; read per call, so an override applies."""
+    return gatehouse_settings.DATA_AGENT_QUESTION_TIMEOUT_SECONDS
 
 
 class AskAnswer(BaseModel):
@@ -148,7 +152,7 @@ def _earlier_round(ctx: Context) -> tuple[bool, list[tuple[str, str]]]:
     scopes=[SCOPE_ONTOLOGIES_READ, SCOPE_DATA_AGENT_WRITE],
     read_only=True,
     # The run enforces its own limit with a clearer message; this is the backstop.
-    timeout_seconds=QUESTION_TIMEOUT_SECONDS + 15,
+    timeout_seconds=lambda: question_timeout_seconds() + 15,
     expensive=True,
 )
 async def ask_question(
@@ -171,8 +175,9 @@ async def ask_question(
     answered_before, clarifications = _earlier_round(ctx)
     # One round of questions at most: a person who declined is not asked again.
     run = QuestionRun(context=context, asker=_ClientAsker(ctx, may_ask=not answered_before))
+    limit = question_timeout_seconds()
     try:
-        async with asyncio.timeout(QUESTION_TIMEOUT_SECONDS):
+        async with asyncio.timeout(limit):
             outcome = await run.answer(question.strip(), clarifications=clarifications)
         audit_note(status=outcome.status, rowCount=outcome.result.row_count if outcome.result else None)
     except _AskBetweenCalls as asking:
@@ -186,9 +191,9 @@ async def ask_question(
         )
     except TimeoutError:
         raise Timeout(
-            f"The question took longer than {QUESTION_TIMEOUT_SECONDS:g} s to answer and was stopped "
+            f"The question took longer than {limit:g} s to answer and was stopped "
             f"(while: {run.phase.lower()}).",
-            data={"timeoutSeconds": QUESTION_TIMEOUT_SECONDS, "phase": run.phase},
+            data={"timeoutSeconds": limit, "phase": run.phase},
         ) from None
     finally:
         # Whatever the outcome: which SQL ran on the tenant's data, and what the model cost.

@@ -41,7 +41,7 @@ def guarded_handler(spec: ToolSpec) -> Callable[..., Awaitable[Any]]:
     @functools.wraps(spec.handler)
     async def guarded(*args: Any, **kwargs: Any) -> Any:
         try:
-            async with asyncio.timeout(spec.timeout_seconds):
+            async with asyncio.timeout(spec.timeout()):
                 return await spec.handler(*args, **kwargs)
         except ToolError:
             raise

@@ -29,13 +29,18 @@ class ToolSpec:
     scopes: frozenset[str]
     title: str | None = None
     read_only: bool = True
-    timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS
+    # A function when the limit follows a setting: called for each call, so an override applies.
+    timeout_seconds: float | Callable[[], float] = DEFAULT_TIMEOUT_SECONDS
     # Structured tools publish an output schema and return structured content.
     structured: bool = True
     # Expensive tools (LLM calls, long queries) get the tighter default rate limit.
     expensive: bool = False
     # Argument names the audit trail must never store (names that look secret are hidden anyway).
     secret_arguments: frozenset[str] = frozenset()
+
+    def timeout(self) -> float:
+        """This call's time limit, in seconds."""
+        return self.timeout_seconds() if callable(self.timeout_seconds) else self.timeout_seconds
 
 
 @dataclass(frozen=True)
@@ -63,7 +68,7 @@ def tool(
     scopes: Iterable[str],
     title: str | None = None,
     read_only: bool = True,
-    timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS,
+    timeout_seconds: float | Callable[[], float] = DEFAULT_TIMEOUT_SECONDS,
     structured: bool = True,
     expensive: bool = False,
     secret_arguments: Iterable[str] = (),

@@ -12,6 +12,7 @@ from django.core.exceptions import ImproperlyConfigured
 
 import core.conf
 from core.conf import GatehouseSettings, gatehouse_settings
+from data_agent.ask_tool import ask_question, question_timeout_seconds
 
 SETTINGS_FILE = Path(__file__).resolve().parent.parent / "config" / "settings.py"
 # The one key fed by a family of variables (documented in core.conf): RATE_LIMIT_<SCOPE>.
@@ -89,6 +90,17 @@ def test_an_override_is_seen_at_call_time(settings):
     settings.GATEHOUSE = {**settings.GATEHOUSE, "RATE_LIMITS": {"tool": "7/hour"}}
     rates = gatehouse_settings.RATE_LIMITS
     assert rates == {"tool": "7/hour"}
+
+
+def test_the_question_time_limit_and_its_backstop_follow_an_override(settings):
+    settings.GATEHOUSE = {**settings.GATEHOUSE, "DATA_AGENT_QUESTION_TIMEOUT_SECONDS": 100}
+    backstop = ask_question.timeout()
+    assert question_timeout_seconds() == 100
+    settings.GATEHOUSE = {**settings.GATEHOUSE, "DATA_AGENT_QUESTION_TIMEOUT_SECONDS": 1000}
+    assert question_timeout_seconds() == 1000
+    # The tool's own limit stays the same margin above the run's, whatever the run's is.
+    assert ask_question.timeout() == backstop + 900
+    assert ask_question.timeout() > question_timeout_seconds()
 
 
 @pytest.mark.parametrize(
