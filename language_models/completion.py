@@ -17,8 +17,7 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
-from django.conf import settings
-
+from core.conf import gatehouse_settings
 from core.errors import GatehouseError, Timeout, Unavailable
 from language_models.metrics import metrics_llm_call
 from language_models.selectors import ModelConfig
@@ -89,7 +88,7 @@ async def llm_complete(*, config: ModelConfig, messages: list[dict[str, str]], p
     litellm = await _litellm_module()
     _provider_check(litellm, config=config)
     mock: dict[str, Any] = {}
-    script = settings.GATEHOUSE.get("LLM_MOCK_RESPONSES_FILE")
+    script = gatehouse_settings.LLM_MOCK_RESPONSES_FILE
     if script:
         # Imported only here: a server whose settings name no script never loads the player.
         from language_models.scripted import llm_script_arguments
