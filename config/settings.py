@@ -210,7 +210,7 @@ OAUTH2_PROVIDER = {
     "ROTATE_REFRESH_TOKEN": True,
     "REFRESH_TOKEN_REUSE_PROTECTION": True,
     # Tokens at rest are SHA-256 checksums only. DOT's own refresh grace period would replay the
-    # previous pair from plaintext, so it stays 0; GATEHOUSE["OAUTH_REFRESH_GRACE_SECONDS"] replaces it
+    # previous pair from plaintext, so it stays 0; GATEHOUSE's OAUTH_REFRESH_GRACE_SECONDS replaces it
     # (oauth.token_storage).
     "COMPLIANT_BCP_RFC9700_TOKEN_STORAGE": True,
     "REQUEST_APPROVAL_PROMPT": "force",
@@ -236,7 +236,9 @@ OAUTH2_PROVIDER = {
     "OAUTH2_PROTECTED_RESOURCE_NAME": "Gatehouse MCP",
 }
 
-# App settings, namespaced in one dict read with defaults (mcp_gateway.conf).
+# App settings, namespaced in one dict. Each key is named after the environment variable it comes
+# from, so one name follows a setting from the deployment to the code, and its default here is its
+# only one. Code reads them typed, at call time, through core.conf (never GATEHOUSE["..."]).
 GATEHOUSE: dict[str, Any] = {
     "GATEHOUSE_TOOLSETS": env_list(
         "GATEHOUSE_TOOLSETS",

@@ -4,6 +4,7 @@ variable, read at call time, and refusing a value of the wrong type."""
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -14,9 +15,12 @@ import core.conf
 from core.conf import GatehouseSettings, gatehouse_settings
 from data_agent.ask_tool import ask_question, question_timeout_seconds
 
-SETTINGS_FILE = Path(__file__).resolve().parent.parent / "config" / "settings.py"
+BASE_DIR = Path(__file__).resolve().parent.parent
+SETTINGS_FILE = BASE_DIR / "config" / "settings.py"
 # The one key fed by a family of variables (documented in core.conf): RATE_LIMIT_<SCOPE>.
 FAMILIES = {"RATE_LIMITS": "RATE_LIMIT_"}
+# settings.GATEHOUSE itself, not gatehouse_settings.GATEHOUSE_TOOLSETS.
+DIRECT_READ = re.compile(r"\bsettings\.GATEHOUSE\b")
 
 
 def _variables_read(node: ast.AST, *, module_reads: dict[str, set[str]]) -> set[str]:
@@ -64,6 +68,23 @@ def _gatehouse_sources() -> dict[str, set[str]]:
 def test_it_reads_every_gatehouse_key_and_no_other():
     assert GatehouseSettings.names() == set(django_settings.GATEHOUSE)
     assert set(_gatehouse_sources()) == set(django_settings.GATEHOUSE)
+
+
+def test_product_code_reads_gatehouse_only_through_core_conf():
+    """A new ``settings.GATEHOUSE[...]`` read would be untyped again; tests may still override."""
+    packages = [
+        path
+        for path in BASE_DIR.iterdir()
+        if path.is_dir() and path.name not in {"tests", "benchmarks"} and (path / "__init__.py").exists()
+    ]
+    readers = [
+        str(source.relative_to(BASE_DIR))
+        for package in packages
+        for source in package.rglob("*.py")
+        if DIRECT_READ.search(source.read_text(encoding="utf-8")) and source != BASE_DIR / "core" / "conf.py"
+    ]
+    assert {package.name for package in packages} >= {"core", "config", "mcp_gateway"}
+    assert readers == []
 
 
 def test_every_key_has_the_type_it_declares_under_the_real_settings():
