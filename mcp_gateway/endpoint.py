@@ -24,9 +24,9 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from core.asgi_http import request_header
 from core.db import db_call
-from mcp_gateway.asgi_auth import McpAuthMiddleware
-from mcp_gateway.asgi_envelope import JsonRpcEnvelopeMiddleware
-from mcp_gateway.asgi_sessions import McpSessionMiddleware
+from mcp_gateway.asgi.auth import McpAuthMiddleware
+from mcp_gateway.asgi.envelope import JsonRpcEnvelopeMiddleware
+from mcp_gateway.asgi.sessions import McpSessionMiddleware
 from mcp_gateway.audit_trail import AuditTrail
 from mcp_gateway.exchange import SESSION_KEY, HandshakeEraApp
 from mcp_gateway.guard import RequestGuard, guarded_handler

@@ -2,7 +2,7 @@
 
 The SDK's streamable HTTP transports keep a session in one process's memory; its stateless mode
 builds a transport, a server session and a task group for every request, and offers no
-back-channel. Gatehouse keeps what a session is in PostgreSQL (``asgi_sessions``) and hands each
+back-channel. Gatehouse keeps what a session is in PostgreSQL (``asgi.sessions``) and hands each
 POST straight to the SDK's kernel (``serve_one``) with a channel of its own: notifications and
 server-to-client requests travel on that POST's response, which becomes an SSE stream only once
 there is something to stream, and the client's answer comes back through the relay (``relay``)
@@ -44,7 +44,7 @@ from starlette.types import Message, Receive, Scope, Send
 
 from core.asgi_http import request_header, send_json
 from core.errors import Timeout
-from mcp_gateway.asgi_envelope import MESSAGE_KEY, jsonrpc_error
+from mcp_gateway.asgi.envelope import MESSAGE_KEY, jsonrpc_error
 from mcp_gateway.jsonrpc_errors import as_mcp_error
 from mcp_gateway.relay import LocalRelay
 from mcp_gateway.sessions import LiveSession

@@ -21,8 +21,8 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from core.asgi_http import request_header
 from core.db import db_call
 from core.identity import Identity
-from mcp_gateway.asgi_auth import LIVE_SESSION_KEY
-from mcp_gateway.asgi_envelope import MESSAGE_KEY, jsonrpc_error
+from mcp_gateway.asgi.auth import LIVE_SESSION_KEY
+from mcp_gateway.asgi.envelope import MESSAGE_KEY, jsonrpc_error
 from mcp_gateway.exchange import INITIALIZED_HOOK, SESSION_KEY
 from mcp_gateway.identity import SCOPE_KEY as IDENTITY_KEY
 from mcp_gateway.models import TerminationReason

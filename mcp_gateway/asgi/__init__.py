@@ -1,0 +1,3 @@
+"""The ASGI layers in front of the SDK, outermost first: ``auth`` (Host/Origin, bearer token),
+``envelope`` (one read of the body, JSON-RPC envelope errors), then, for handshake-era requests,
+``sessions`` (sessions persisted in PostgreSQL)."""
