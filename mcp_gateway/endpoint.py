@@ -26,11 +26,11 @@ from core.asgi_http import request_header
 from core.db import db_call
 from mcp_gateway.asgi.auth import McpAuthMiddleware
 from mcp_gateway.asgi.envelope import JsonRpcEnvelopeMiddleware
+from mcp_gateway.asgi.scope_keys import IDENTITY_KEY, SESSION_KEY
 from mcp_gateway.asgi.sessions import McpSessionMiddleware
 from mcp_gateway.audit_trail import AuditTrail
-from mcp_gateway.exchange import SESSION_KEY, HandshakeEraApp
+from mcp_gateway.exchange import HandshakeEraApp
 from mcp_gateway.guard import RequestGuard, guarded_handler
-from mcp_gateway.identity import SCOPE_KEY as IDENTITY_KEY
 from mcp_gateway.registry import Registry, default_registry
 from mcp_gateway.relay import relay_build
 from mcp_gateway.request_state import request_state_security

@@ -10,8 +10,7 @@ from mcp.server.mcpserver import Context
 
 from core.errors import AuthenticationFailed
 from core.identity import Identity
-
-SCOPE_KEY = "gatehouse.identity"
+from mcp_gateway.asgi.scope_keys import IDENTITY_KEY
 
 # Set by the request guard for the duration of each request, for handlers the SDK gives no
 # Context (a static resource's function, for one).
@@ -21,7 +20,7 @@ _current: contextvars.ContextVar[Identity | None] = contextvars.ContextVar("gate
 def identity_from_request(request: Any) -> Identity:
     """The identity the bearer middleware put in this HTTP request's ASGI scope."""
     scope = getattr(request, "scope", None) or {}
-    identity = scope.get(SCOPE_KEY)
+    identity = scope.get(IDENTITY_KEY)
     if not isinstance(identity, Identity):
         raise AuthenticationFailed()
     return identity
