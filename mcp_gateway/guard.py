@@ -1,18 +1,20 @@
 """What stands between a JSON-RPC request and a tool, resource or prompt: the tenant's toolsets,
 scopes, argument validation, time limits, and the translation of every failure into the error
-vocabulary (``errors.as_mcp_error``)."""
+vocabulary (``jsonrpc_errors.as_mcp_error``)."""
 
 from __future__ import annotations
 
 import asyncio
 import functools
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, ParamSpec, TypeVar
 
 from jsonschema import Draft202012Validator
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.mcpserver.resources.templates import DEFAULT_RESOURCE_SECURITY
+from mcp.shared.uri_template import UriTemplate
 
 from core.db import db_call
 from core.errors import InsufficientScope, InvalidInput
@@ -29,6 +31,9 @@ UNKNOWN_TOOL = "Unknown tool"
 UNKNOWN_RESOURCE = "Unknown resource"
 UNKNOWN_PROMPT = "Unknown prompt"
 INVALID_ARGUMENTS = "Invalid arguments"
+
+P = ParamSpec("P")
+R = TypeVar("R")
 
 
 def guarded_handler(spec: ToolSpec) -> Callable[..., Awaitable[Any]]:
@@ -51,6 +56,24 @@ def guarded_handler(spec: ToolSpec) -> Callable[..., Awaitable[Any]]:
     return guarded
 
 
+def guarded_resource(handler: Callable[P, Awaitable[R]]) -> Callable[P, Awaitable[R]]:
+    """A resource function with its failures translated for the client (``as_mcp_error``).
+
+    The SDK passes ``MCPError`` through from a resource function but turns anything else into a
+    generic -32603 before any middleware sees it, so, as for tools, the translation wraps the
+    function itself. Put it under ``@server.resource(...)``.
+    """
+
+    @functools.wraps(handler)
+    async def guarded(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return await handler(*args, **kwargs)
+        except Exception as error:
+            raise as_mcp_error(error) from error
+
+    return guarded
+
+
 class RequestGuard:
     """SDK server middleware, run for every request before the SDK looks the method up."""
 
@@ -58,6 +81,7 @@ class RequestGuard:
         self.registry = registry
         self.server = server
         self._validators: dict[str, Draft202012Validator] | None = None
+        self._resources: tuple[frozenset[str], tuple[UriTemplate, ...]] | None = None
 
     async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
         try:
@@ -71,7 +95,10 @@ class RequestGuard:
             elif ctx.method == "resources/read":
                 uri = str(params.get("uri", ""))
                 self._check_owned(self.registry.toolset_of_resource(uri), enabled, UNKNOWN_RESOURCE)
+                # Counted before the scope check (unlike a tool call): as when resources checked
+                # their own scope.
                 await rate_limit_mcp(identity=identity, scope=RateLimitScope.RESOURCE, target=uri)
+                await self._check_read(uri, identity)
             elif ctx.method == "prompts/get":
                 self._check_owned(
                     self.registry.toolset_of_prompt(str(params.get("name", ""))), enabled, UNKNOWN_PROMPT
@@ -156,6 +183,35 @@ class RequestGuard:
         await rate_limit_mcp(
             identity=identity, scope=RateLimitScope.TOOL, target=name, expensive=spec.expensive
         )
+
+    async def _check_read(self, uri: str, identity: Identity) -> None:
+        required = self.registry.resource_scopes(uri)
+        # A URI the server has no resource for is the SDK's to refuse (-32602), whatever the scopes,
+        # as an unknown tool is refused before its scopes are looked at.
+        if not required or not await self._resource_exists(uri):
+            return
+        missing = missing_scopes(required=required, granted=identity.scopes)
+        if missing:
+            raise InsufficientScope(required=required, missing=missing)
+
+    async def _resource_exists(self, uri: str) -> bool:
+        """Whether the SDK would find a resource for ``uri``, by its own lookup: a static URI first,
+        then the first matching template, refused if its parameters fail the path-safety check
+        (the server is built with the SDK's default ``resource_security``)."""
+        if self._resources is None:
+            static = frozenset(str(r.uri) for r in await self.server.list_resources())
+            templates = tuple(
+                UriTemplate.parse(t.uri_template) for t in await self.server.list_resource_templates()
+            )
+            self._resources = (static, templates)
+        static, templates = self._resources
+        if uri in static:
+            return True
+        for template in templates:
+            params = template.match(uri)
+            if params is not None:
+                return DEFAULT_RESOURCE_SECURITY.validate(params) is None
+        return False
 
     async def _tool_validators(self) -> dict[str, Draft202012Validator]:
         if self._validators is None:

@@ -34,7 +34,7 @@ from mcp_types import (
 from accounts.scopes import SCOPE_READ
 from mcp_gateway.client_log import client_log
 from mcp_gateway.client_requests import client_elicit, client_sample
-from mcp_gateway.registry import Toolset, tool
+from mcp_gateway.registry import Toolset, resource_prefix, tool
 from mcp_gateway.sdk import server_add_request_handler
 
 PNG_1X1 = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg=="
@@ -309,7 +309,7 @@ toolset = Toolset(
     ),
     enabled_by_default=False,
     install=install,
-    resource_prefixes=("test://",),
+    resources=(resource_prefix(uri="test://"),),
     prompts=(
         "test_simple_prompt",
         "test_prompt_with_arguments",
