@@ -19,7 +19,7 @@ from data_agent.models import Dataset, Ontology
 from data_agent.scopes import SCOPE_ONTOLOGIES_READ
 from data_agent.selectors import dataset_get, ontology_datasets, ontology_get_ready, ontology_list_ready
 from mcp_gateway.guard import guarded_resource
-from mcp_gateway.identity import identity_current, identity_from_context
+from mcp_gateway.identity import identity_from_context, identity_from_current_request
 from mcp_gateway.registry import resource_prefix
 
 LIST_URI = "gatehouse://ontologies"
@@ -98,7 +98,8 @@ def install(server: MCPServer) -> None:
     )
     @guarded_resource
     async def ontologies() -> str:
-        identity = identity_current()
+        # A static resource: the SDK passes it no Context (see ``mcp_gateway.identity``).
+        identity = identity_from_current_request()
         return json.dumps(await db_call(ontology_list_payload, tenant_id=identity.tenant_id))
 
     @server.resource(

@@ -21,7 +21,7 @@ from core.errors import InsufficientScope, InvalidInput
 from core.identity import Identity
 from core.models import RateLimitScope
 from core.ratelimit import rate_limit_mcp
-from mcp_gateway.identity import identity_from_request, identity_reset_current, identity_set_current
+from mcp_gateway.identity import current_request_reset, current_request_set, identity_from_request
 from mcp_gateway.jsonrpc_errors import as_mcp_error
 from mcp_gateway.rbac import missing_scopes, tool_allowed
 from mcp_gateway.registry import Registry, ToolSpec
@@ -103,11 +103,12 @@ class RequestGuard:
                 self._check_owned(
                     self.registry.toolset_of_prompt(str(params.get("name", ""))), enabled, UNKNOWN_PROMPT
                 )
-            current = identity_set_current(identity)
+            # For a static resource's function, which the SDK gives no Context (``identity``).
+            token = current_request_set(request=ctx.request)
             try:
                 result = await call_next(ctx)
             finally:
-                identity_reset_current(current)
+                current_request_reset(token=token)
             if isinstance(result, dict):
                 self._filter_listing(ctx.method, result, identity, enabled)
             return result
