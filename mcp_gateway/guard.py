@@ -13,8 +13,6 @@ from jsonschema import Draft202012Validator
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
-from mcp.server.mcpserver.resources.templates import DEFAULT_RESOURCE_SECURITY
-from mcp.shared.uri_template import UriTemplate
 
 from core.db import db_call
 from core.errors import InsufficientScope, InvalidInput
@@ -25,6 +23,7 @@ from mcp_gateway.identity import current_request_reset, current_request_set, ide
 from mcp_gateway.jsonrpc_errors import as_mcp_error
 from mcp_gateway.rbac import missing_scopes, tool_allowed
 from mcp_gateway.registry import Registry, ToolSpec
+from mcp_gateway.sdk import server_resource_finder
 from mcp_gateway.toolset_access import toolsets_enabled, toolsets_enabled_cached
 
 UNKNOWN_TOOL = "Unknown tool"
@@ -81,7 +80,7 @@ class RequestGuard:
         self.registry = registry
         self.server = server
         self._validators: dict[str, Draft202012Validator] | None = None
-        self._resources: tuple[frozenset[str], tuple[UriTemplate, ...]] | None = None
+        self._finds_resource: Callable[[str], bool] | None = None
 
     async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
         try:
@@ -196,23 +195,9 @@ class RequestGuard:
             raise InsufficientScope(required=required, missing=missing)
 
     async def _resource_exists(self, uri: str) -> bool:
-        """Whether the SDK would find a resource for ``uri``, by its own lookup: a static URI first,
-        then the first matching template, refused if its parameters fail the path-safety check
-        (the server is built with the SDK's default ``resource_security``)."""
-        if self._resources is None:
-            static = frozenset(str(r.uri) for r in await self.server.list_resources())
-            templates = tuple(
-                UriTemplate.parse(t.uri_template) for t in await self.server.list_resource_templates()
-            )
-            self._resources = (static, templates)
-        static, templates = self._resources
-        if uri in static:
-            return True
-        for template in templates:
-            params = template.match(uri)
-            if params is not None:
-                return DEFAULT_RESOURCE_SECURITY.validate(params) is None
-        return False
+        if self._finds_resource is None:
+            self._finds_resource = await server_resource_finder(server=self.server)
+        return self._finds_resource(uri)
 
     async def _tool_validators(self) -> dict[str, Draft202012Validator]:
         if self._validators is None:

@@ -11,17 +11,24 @@ the function):
 * ``server_lowlevel``: ``MCPServer._lowlevel_server``, the low-level ``Server`` an ``MCPServer``
   wraps, whose ``add_request_handler`` is public but which ``MCPServer`` does not expose;
 * ``server_add_request_handler``: the same, for methods ``MCPServer`` has no decorator for.
+
+One more function uses public names only but copies SDK behaviour, so it is re-checked here too:
+
+* ``server_resource_finder``: the lookup of ``ResourceManager.get_resource`` (static URIs, then the
+  first matching template and its ``ResourceSecurity`` check).
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
 from mcp.server._otel import OpenTelemetryMiddleware
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel.server import Server
 from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.resources.templates import DEFAULT_RESOURCE_SECURITY
+from mcp.shared.uri_template import UriTemplate
 from pydantic import BaseModel
 
 ParamsT = TypeVar("ParamsT", bound=BaseModel)
@@ -52,3 +59,27 @@ def server_add_request_handler(
     """Serve a JSON-RPC method ``MCPServer`` has no public hook for (``logging/setLevel``,
     ``resources/subscribe``, ``resources/unsubscribe``), replacing the SDK's handler if it has one."""
     server_lowlevel(server=server).add_request_handler(method, params_type, handler)
+
+
+async def server_resource_finder(*, server: MCPServer) -> Callable[[str], bool]:
+    """Whether ``server`` would find a resource for a URI, answered without reading it.
+
+    Built once all resources are registered. Assumes the server runs with the SDK's default
+    ``resource_security`` (``server_build`` passes none).
+    """
+    static = frozenset(str(resource.uri) for resource in await server.list_resources())
+    templates: Sequence[UriTemplate] = tuple(
+        UriTemplate.parse(template.uri_template) for template in await server.list_resource_templates()
+    )
+
+    def finds(uri: str) -> bool:
+        if uri in static:
+            return True
+        for template in templates:
+            params = template.match(uri)
+            if params is not None:
+                # The first matching template decides, as in the SDK: a failed check is not found.
+                return DEFAULT_RESOURCE_SECURITY.validate(params) is None
+        return False
+
+    return finds
