@@ -26,9 +26,9 @@ from pydantic import BaseModel, Field, StringConstraints
 from core.conf import gatehouse_settings
 from core.db import db_call
 from core.errors import Timeout
+from data_agent.arguments import OntologyId
 from data_agent.ask_pipeline import Outcome, QuestionRun, question_context_load
 from data_agent.ask_schemas import ClarifyingQuestion
-from data_agent.query_tool import UUID_PATTERN
 from data_agent.scopes import SCOPE_DATA_AGENT_WRITE, SCOPE_ONTOLOGIES_READ
 from mcp_gateway.audit_trail import audit_note
 from mcp_gateway.client_requests import client_asks_between_calls, client_elicit_optional, client_offers_forms
@@ -156,11 +156,7 @@ def _earlier_round(ctx: Context) -> tuple[bool, list[tuple[str, str]]]:
     expensive=True,
 )
 async def ask_question(
-    ontologyId: Annotated[
-        str,
-        StringConstraints(pattern=UUID_PATTERN),
-        Field(description="The ontology's id, from the gatehouse://ontologies resource."),
-    ],
+    ontologyId: OntologyId,
     question: Annotated[
         str,
         StringConstraints(min_length=1, max_length=QUESTION_MAX_CHARS, pattern=r"\S"),

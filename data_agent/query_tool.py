@@ -12,6 +12,7 @@ from mcp_types import CallToolResult, TextContent
 from pydantic import BaseModel, Field, StringConstraints
 
 from core.db import db_call
+from data_agent.arguments import OntologyId
 from data_agent.executor import DEFAULT_MAX_ROWS, DEFAULT_TIMEOUT_SECONDS, QueryResult
 from data_agent.query_run import query_gate_and_run
 from data_agent.scopes import SCOPE_DATA_AGENT_WRITE, SCOPE_ONTOLOGIES_READ
@@ -25,7 +26,6 @@ from mcp_gateway.audit_trail import audit_note
 from mcp_gateway.identity import identity_from_context
 from mcp_gateway.registry import tool
 
-UUID_PATTERN = r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"
 TRUNCATED_NOTE = f"The first {DEFAULT_MAX_ROWS:,} rows are shown: the result had more and was cut there."
 
 
@@ -81,11 +81,7 @@ def _summary(result: QueryResult, datasets: list[str]) -> str:
     secret_arguments=(),
 )
 async def run_query(
-    ontologyId: Annotated[
-        str,
-        StringConstraints(pattern=UUID_PATTERN),
-        Field(description="The ontology's id, from the gatehouse://ontologies resource."),
-    ],
+    ontologyId: OntologyId,
     sql: Annotated[
         str,
         StringConstraints(min_length=1, max_length=SQL_MAX_CHARS),

@@ -2,6 +2,8 @@
 
 ``gatehouse://ontologies`` lists the ready ontologies, ``gatehouse://ontologies/{id}`` describes one
 with its datasets, and ``gatehouse://ontologies/{id}/datasets/{name}`` is one dataset as YAML.
+``CATALOGUE`` declares the scope they need; the request guard enforces it, and translates what the
+selectors raise (``NotFound`` ...) once, through ``guarded_resource``.
 """
 
 from __future__ import annotations
@@ -13,25 +15,18 @@ import yaml
 from mcp.server.mcpserver import Context, MCPServer
 
 from core.db import db_call
-from core.errors import InsufficientScope
-from core.identity import Identity
 from data_agent.models import Dataset, Ontology
 from data_agent.scopes import SCOPE_ONTOLOGIES_READ
 from data_agent.selectors import dataset_get, ontology_datasets, ontology_get_ready, ontology_list_ready
-from mcp_gateway.identity import identity_current, identity_from_context
-from mcp_gateway.jsonrpc_errors import as_mcp_error
+from mcp_gateway.guard import guarded_resource
+from mcp_gateway.identity import identity_from_context, identity_from_current_request
+from mcp_gateway.registry import resource_prefix
 
 LIST_URI = "gatehouse://ontologies"
 ONTOLOGY_URI = "gatehouse://ontologies/{id}"
 DATASET_URI = "gatehouse://ontologies/{id}/datasets/{name}"
 
-
-def _authorized(identity: Identity) -> Identity:
-    if SCOPE_ONTOLOGIES_READ not in identity.scopes:
-        raise as_mcp_error(
-            InsufficientScope(required=[SCOPE_ONTOLOGIES_READ], missing=[SCOPE_ONTOLOGIES_READ])
-        )
-    return identity
+CATALOGUE = resource_prefix(uri=LIST_URI, scopes=[SCOPE_ONTOLOGIES_READ])
 
 
 def _source(dataset: Dataset) -> str:
@@ -93,14 +88,6 @@ def dataset_payload(*, tenant_id: int, ontology_id: str, name: str) -> dict[str,
     }
 
 
-async def _read(func: Any, **kwargs: Any) -> Any:
-    try:
-        return await db_call(func, **kwargs)
-    except Exception as error:
-        # The SDK passes MCPError through unchanged; anything else would become a generic error.
-        raise as_mcp_error(error) from error
-
-
 def install(server: MCPServer) -> None:
 
     @server.resource(
@@ -109,9 +96,11 @@ def install(server: MCPServer) -> None:
         mime_type="application/json",
         description="Your tenant's ready ontologies: id, name, description, dataset and field counts.",
     )
+    @guarded_resource
     async def ontologies() -> str:
-        identity = _authorized(identity_current())
-        return json.dumps(await _read(ontology_list_payload, tenant_id=identity.tenant_id))
+        # A static resource: the SDK passes it no Context (see ``mcp_gateway.identity``).
+        identity = identity_from_current_request()
+        return json.dumps(await db_call(ontology_list_payload, tenant_id=identity.tenant_id))
 
     @server.resource(
         ONTOLOGY_URI,
@@ -119,9 +108,10 @@ def install(server: MCPServer) -> None:
         mime_type="application/json",
         description="One ontology with its datasets (name, description, source table) and joins.",
     )
+    @guarded_resource
     async def ontology(id: str, ctx: Context) -> str:
-        identity = _authorized(identity_from_context(ctx))
-        return json.dumps(await _read(ontology_payload, tenant_id=identity.tenant_id, ontology_id=id))
+        identity = identity_from_context(ctx)
+        return json.dumps(await db_call(ontology_payload, tenant_id=identity.tenant_id, ontology_id=id))
 
     @server.resource(
         DATASET_URI,
@@ -129,7 +119,8 @@ def install(server: MCPServer) -> None:
         mime_type="application/yaml",
         description="One dataset as YAML: description, source table, fields with types and descriptions.",
     )
+    @guarded_resource
     async def dataset(id: str, name: str, ctx: Context) -> str:
-        identity = _authorized(identity_from_context(ctx))
-        payload = await _read(dataset_payload, tenant_id=identity.tenant_id, ontology_id=id, name=name)
+        identity = identity_from_context(ctx)
+        payload = await db_call(dataset_payload, tenant_id=identity.tenant_id, ontology_id=id, name=name)
         return yaml.safe_dump(payload, sort_keys=False, allow_unicode=True)

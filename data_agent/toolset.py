@@ -5,7 +5,7 @@ from __future__ import annotations
 from data_agent.ask_tool import ask_question
 from data_agent.preferences_tool import get_data_preferences, set_data_preferences
 from data_agent.query_tool import run_query
-from data_agent.resources import LIST_URI, install
+from data_agent.resources import CATALOGUE, install
 from mcp_gateway.registry import Toolset
 
 toolset = Toolset(
@@ -15,5 +15,5 @@ toolset = Toolset(
     # Off until a tenant connects a data source; the demo bootstrap turns it on for acme.
     enabled_by_default=False,
     install=install,
-    resource_prefixes=(LIST_URI,),
+    resources=(CATALOGUE,),
 )

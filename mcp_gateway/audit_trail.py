@@ -28,7 +28,7 @@ from mcp.shared.exceptions import MCPError
 from core.audit import audit_arguments, audit_entry, audit_record_async
 from core.errors import PermissionDenied, RateLimited
 from core.models import AuditAction, AuditOutcome, RateLimitScope
-from mcp_gateway.exchange import SESSION_KEY
+from mcp_gateway.asgi.scope_keys import SESSION_KEY
 from mcp_gateway.identity import identity_from_request
 from mcp_gateway.registry import Registry
 

@@ -7,7 +7,7 @@ from typing import Any
 from mcp.server.mcpserver import Context
 from mcp_types import LoggingLevel
 
-from mcp_gateway.exchange import SESSION_KEY
+from mcp_gateway.asgi.scope_keys import SESSION_KEY
 from mcp_gateway.sessions import LiveSession
 
 # RFC 5424 severities, least to most severe, as MCP uses them.

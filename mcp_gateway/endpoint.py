@@ -12,7 +12,6 @@ import asyncio
 import logging
 from typing import Any
 
-from mcp.server._otel import OpenTelemetryMiddleware
 from mcp.server.context import ServerRequestContext
 from mcp.server.mcpserver import MCPServer
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
@@ -24,16 +23,17 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from core.asgi_http import request_header
 from core.conf import gatehouse_settings
 from core.db import db_call
-from mcp_gateway.asgi_auth import McpAuthMiddleware
-from mcp_gateway.asgi_envelope import JsonRpcEnvelopeMiddleware
-from mcp_gateway.asgi_sessions import McpSessionMiddleware
+from mcp_gateway.asgi.auth import McpAuthMiddleware
+from mcp_gateway.asgi.envelope import JsonRpcEnvelopeMiddleware
+from mcp_gateway.asgi.scope_keys import IDENTITY_KEY, SESSION_KEY
+from mcp_gateway.asgi.sessions import McpSessionMiddleware
 from mcp_gateway.audit_trail import AuditTrail
-from mcp_gateway.exchange import SESSION_KEY, HandshakeEraApp
+from mcp_gateway.exchange import HandshakeEraApp
 from mcp_gateway.guard import RequestGuard, guarded_handler
-from mcp_gateway.identity import SCOPE_KEY as IDENTITY_KEY
 from mcp_gateway.registry import Registry, default_registry
 from mcp_gateway.relay import relay_build
 from mcp_gateway.request_state import request_state_security
+from mcp_gateway.sdk import server_add_request_handler, server_drop_telemetry, server_lowlevel
 from mcp_gateway.sessions import session_purge, session_set_log_level
 from mcp_gateway.step_up import challenging_send
 
@@ -55,9 +55,7 @@ def server_build(*, registry: Registry) -> MCPServer:
         instructions=INSTRUCTIONS,
         request_state_security=request_state_security(),
     )
-    # The SDK's OpenTelemetry middleware costs ~8% of the event loop per request even with no
-    # exporter installed; Gatehouse has its own observability, so it is dropped.
-    server.middleware[:] = [m for m in server.middleware if not isinstance(m, OpenTelemetryMiddleware)]
+    server_drop_telemetry(server=server)
     server.middleware.extend([AuditTrail(registry), RequestGuard(registry, server)])
     for spec in registry.tools:
         server.add_tool(
@@ -71,8 +69,9 @@ def server_build(*, registry: Registry) -> MCPServer:
     for toolset in registry.toolsets:
         if toolset.install is not None:
             toolset.install(server)
-    # MCPServer has no public hook for logging/setLevel; the low-level server is where it lives.
-    server._lowlevel_server.add_request_handler("logging/setLevel", SetLevelRequestParams, _set_log_level)
+    server_add_request_handler(
+        server=server, method="logging/setLevel", params_type=SetLevelRequestParams, handler=_set_log_level
+    )
     return server
 
 
@@ -166,7 +165,8 @@ def mcp_app_build() -> McpAuthMiddleware:
         transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
     )
     modern = McpTransportApp(server.session_manager)
-    handshake = McpSessionMiddleware(HandshakeEraApp(server=server._lowlevel_server, relay=relay_build()))
+    kernel = HandshakeEraApp(server=server_lowlevel(server=server), relay=relay_build())
+    handshake = McpSessionMiddleware(kernel)
     return McpAuthMiddleware(JsonRpcEnvelopeMiddleware(EraRouter(handshake, modern)))
 
 

@@ -2,7 +2,7 @@
 
 The SDK's streamable HTTP transports keep a session in one process's memory; its stateless mode
 builds a transport, a server session and a task group for every request, and offers no
-back-channel. Gatehouse keeps what a session is in PostgreSQL (``asgi_sessions``) and hands each
+back-channel. Gatehouse keeps what a session is in PostgreSQL (``asgi.sessions``) and hands each
 POST straight to the SDK's kernel (``serve_one``) with a channel of its own: notifications and
 server-to-client requests travel on that POST's response, which becomes an SSE stream only once
 there is something to stream, and the client's answer comes back through the relay (``relay``)
@@ -44,17 +44,15 @@ from starlette.types import Message, Receive, Scope, Send
 
 from core.asgi_http import request_header, send_json
 from core.errors import Timeout
-from mcp_gateway.asgi_envelope import MESSAGE_KEY, jsonrpc_error
+from mcp_gateway.asgi.envelope import jsonrpc_error
+from mcp_gateway.asgi.scope_keys import INITIALIZED_HOOK_KEY, MESSAGE_KEY, SESSION_KEY
 from mcp_gateway.jsonrpc_errors import as_mcp_error
 from mcp_gateway.relay import LocalRelay
 from mcp_gateway.sessions import LiveSession
 
 logger = logging.getLogger(__name__)
 
-SESSION_KEY = "gatehouse.session"
-# Set by the session middleware on an ``initialize`` POST: called with the negotiated handshake
-# once the server accepted it, it opens the session and returns the headers that name it.
-INITIALIZED_HOOK = "gatehouse.on_initialized"
+# What the session middleware leaves under ``INITIALIZED_HOOK_KEY`` on an ``initialize`` POST.
 InitializedHook = Callable[[InitializeRequestParams | None, str], Awaitable[list[tuple[bytes, bytes]]]]
 
 PING_SECONDS = 15.0
@@ -309,7 +307,7 @@ class HandshakeEraApp:
                 self.server, channel, method, params, connection=connection, lifespan_state={}
             )
             reply = {"jsonrpc": "2.0", "id": request_id, "result": result}
-            hook: InitializedHook | None = scope.get(INITIALIZED_HOOK)
+            hook: InitializedHook | None = scope.get(INITIALIZED_HOOK_KEY)
             if method == "initialize" and hook is not None:
                 stream.headers += await hook(connection.client_params, connection.protocol_version)
         except asyncio.CancelledError:

@@ -1,13 +1,13 @@
 """What stands between a JSON-RPC request and a tool, resource or prompt: the tenant's toolsets,
 scopes, argument validation, time limits, and the translation of every failure into the error
-vocabulary (``errors.as_mcp_error``)."""
+vocabulary (``jsonrpc_errors.as_mcp_error``)."""
 
 from __future__ import annotations
 
 import asyncio
 import functools
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, ParamSpec, TypeVar
 
 from jsonschema import Draft202012Validator
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
@@ -19,16 +19,20 @@ from core.errors import InsufficientScope, InvalidInput
 from core.identity import Identity
 from core.models import RateLimitScope
 from core.ratelimit import rate_limit_mcp
-from mcp_gateway.identity import identity_from_request, identity_reset_current, identity_set_current
+from mcp_gateway.identity import current_request_reset, current_request_set, identity_from_request
 from mcp_gateway.jsonrpc_errors import as_mcp_error
 from mcp_gateway.rbac import missing_scopes, tool_allowed
 from mcp_gateway.registry import Registry, ToolSpec
+from mcp_gateway.sdk import server_resource_finder
 from mcp_gateway.toolset_access import toolsets_enabled, toolsets_enabled_cached
 
 UNKNOWN_TOOL = "Unknown tool"
 UNKNOWN_RESOURCE = "Unknown resource"
 UNKNOWN_PROMPT = "Unknown prompt"
 INVALID_ARGUMENTS = "Invalid arguments"
+
+P = ParamSpec("P")
+R = TypeVar("R")
 
 
 def guarded_handler(spec: ToolSpec) -> Callable[..., Awaitable[Any]]:
@@ -51,6 +55,24 @@ def guarded_handler(spec: ToolSpec) -> Callable[..., Awaitable[Any]]:
     return guarded
 
 
+def guarded_resource(handler: Callable[P, Awaitable[R]]) -> Callable[P, Awaitable[R]]:
+    """A resource function with its failures translated for the client (``as_mcp_error``).
+
+    The SDK passes ``MCPError`` through from a resource function but turns anything else into a
+    generic -32603 before any middleware sees it, so, as for tools, the translation wraps the
+    function itself. Put it under ``@server.resource(...)``.
+    """
+
+    @functools.wraps(handler)
+    async def guarded(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return await handler(*args, **kwargs)
+        except Exception as error:
+            raise as_mcp_error(error) from error
+
+    return guarded
+
+
 class RequestGuard:
     """SDK server middleware, run for every request before the SDK looks the method up."""
 
@@ -58,6 +80,7 @@ class RequestGuard:
         self.registry = registry
         self.server = server
         self._validators: dict[str, Draft202012Validator] | None = None
+        self._finds_resource: Callable[[str], bool] | None = None
 
     async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
         try:
@@ -71,16 +94,20 @@ class RequestGuard:
             elif ctx.method == "resources/read":
                 uri = str(params.get("uri", ""))
                 self._check_owned(self.registry.toolset_of_resource(uri), enabled, UNKNOWN_RESOURCE)
+                # Counted before the scope check (unlike a tool call): as when resources checked
+                # their own scope.
                 await rate_limit_mcp(identity=identity, scope=RateLimitScope.RESOURCE, target=uri)
+                await self._check_read(uri, identity)
             elif ctx.method == "prompts/get":
                 self._check_owned(
                     self.registry.toolset_of_prompt(str(params.get("name", ""))), enabled, UNKNOWN_PROMPT
                 )
-            current = identity_set_current(identity)
+            # For a static resource's function, which the SDK gives no Context (``identity``).
+            token = current_request_set(request=ctx.request)
             try:
                 result = await call_next(ctx)
             finally:
-                identity_reset_current(current)
+                current_request_reset(token=token)
             if isinstance(result, dict):
                 self._filter_listing(ctx.method, result, identity, enabled)
             return result
@@ -156,6 +183,21 @@ class RequestGuard:
         await rate_limit_mcp(
             identity=identity, scope=RateLimitScope.TOOL, target=name, expensive=spec.expensive
         )
+
+    async def _check_read(self, uri: str, identity: Identity) -> None:
+        required = self.registry.resource_scopes(uri)
+        # A URI the server has no resource for is the SDK's to refuse (-32602), whatever the scopes,
+        # as an unknown tool is refused before its scopes are looked at.
+        if not required or not await self._resource_exists(uri):
+            return
+        missing = missing_scopes(required=required, granted=identity.scopes)
+        if missing:
+            raise InsufficientScope(required=required, missing=missing)
+
+    async def _resource_exists(self, uri: str) -> bool:
+        if self._finds_resource is None:
+            self._finds_resource = await server_resource_finder(server=self.server)
+        return self._finds_resource(uri)
 
     async def _tool_validators(self) -> dict[str, Draft202012Validator]:
         if self._validators is None:

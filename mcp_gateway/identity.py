@@ -1,5 +1,13 @@
-"""Where an MCP handler finds its caller: the ASGI scope of its request (``identity_from_request``),
-or, for handlers the SDK gives no request, the request guard's context variable."""
+"""Where an MCP handler finds its caller: the ASGI scope of its request, the one place an identity
+travels (``asgi.auth`` puts it there, ``asgi.sessions`` narrows it to the session's scopes).
+
+Tool handlers and resource templates take a ``ctx: Context`` and call ``identity_from_context``;
+the guard, the audit trail and request-state sealing call ``identity_from_request``. The SDK gives a
+static resource's function no Context at all (``MCPServer.resource`` refuses one: "Context injection
+for static resources is not supported"), so the request guard leaves the request being served
+where such a function finds it (``identity_from_current_request``): still that request's scope,
+never a second copy of the identity.
+"""
 
 from __future__ import annotations
 
@@ -10,18 +18,15 @@ from mcp.server.mcpserver import Context
 
 from core.errors import AuthenticationFailed
 from core.identity import Identity
+from mcp_gateway.asgi.scope_keys import IDENTITY_KEY
 
-SCOPE_KEY = "gatehouse.identity"
-
-# Set by the request guard for the duration of each request, for handlers the SDK gives no
-# Context (a static resource's function, for one).
-_current: contextvars.ContextVar[Identity | None] = contextvars.ContextVar("gatehouse_identity", default=None)
+_request: contextvars.ContextVar[Any] = contextvars.ContextVar("gatehouse_resource_request", default=None)
 
 
 def identity_from_request(request: Any) -> Identity:
     """The identity the bearer middleware put in this HTTP request's ASGI scope."""
     scope = getattr(request, "scope", None) or {}
-    identity = scope.get(SCOPE_KEY)
+    identity = scope.get(IDENTITY_KEY)
     if not isinstance(identity, Identity):
         raise AuthenticationFailed()
     return identity
@@ -31,17 +36,14 @@ def identity_from_context(ctx: Context) -> Identity:
     return identity_from_request(ctx.request_context.request)
 
 
-def identity_current() -> Identity:
-    """The caller of the MCP request being served (set by ``guard.RequestGuard``)."""
-    identity = _current.get()
-    if identity is None:
-        raise AuthenticationFailed()
-    return identity
+def identity_from_current_request() -> Identity:
+    """The caller of the request being served, for a static resource's function."""
+    return identity_from_request(_request.get())
 
 
-def identity_set_current(identity: Identity) -> contextvars.Token[Identity | None]:
-    return _current.set(identity)
+def current_request_set(*, request: Any) -> contextvars.Token[Any]:
+    return _request.set(request)
 
 
-def identity_reset_current(token: contextvars.Token[Identity | None]) -> None:
-    _current.reset(token)
+def current_request_reset(*, token: contextvars.Token[Any]) -> None:
+    _request.reset(token)

@@ -1,7 +1,8 @@
 """The tool registry: each toolset is a self-contained module exposing ``toolset = Toolset(...)``.
 
 Settings list the toolset modules (``GATEHOUSE_TOOLSETS``); the endpoint never changes when one
-is added. Each tool declares the scopes it needs next to its code.
+is added. Each tool declares the scopes it needs next to its code, and so does each group of
+resources (by URI prefix); the request guard enforces both.
 """
 
 from __future__ import annotations
@@ -44,12 +45,28 @@ class ToolSpec:
 
 
 @dataclass(frozen=True)
+class ResourcePrefix:
+    """A toolset's resources whose URIs start with ``uri``, and the scopes reading any of them needs.
+
+    Resources are listed to every tenant that has the toolset whatever the token's scopes (a client
+    learns what it could read after authorizing again); reading one needs ``scopes``.
+    """
+
+    uri: str
+    scopes: frozenset[str] = frozenset()
+
+
+def resource_prefix(*, uri: str, scopes: Iterable[str] = ()) -> ResourcePrefix:
+    return ResourcePrefix(uri=uri, scopes=frozenset(scopes))
+
+
+@dataclass(frozen=True)
 class Toolset:
     """A self-contained group of tools (and optionally resources and prompts), enabled per tenant.
 
     ``install`` registers the toolset's resources, resource templates, prompts and completions on
-    the SDK server; ``resource_prefixes`` and ``prompts`` say which of them it owns, so a tenant that
-    has not enabled the toolset neither sees nor reaches them.
+    the SDK server; ``resources`` (URI prefixes, with the scopes reading needs) and ``prompts`` say
+    which of them it owns, so a tenant that has not enabled the toolset neither sees nor reaches them.
     """
 
     name: str
@@ -57,7 +74,7 @@ class Toolset:
     tools: tuple[ToolSpec, ...] = field(default_factory=tuple)
     enabled_by_default: bool = True
     install: Callable[[MCPServer], None] | None = None
-    resource_prefixes: tuple[str, ...] = ()
+    resources: tuple[ResourcePrefix, ...] = ()
     prompts: tuple[str, ...] = ()
 
 
@@ -111,6 +128,12 @@ class Registry:
                     )
                 self._tools[spec.name] = spec
                 self._toolset_of_tool[spec.name] = toolset.name
+            for prefix in toolset.resources:
+                unknown = prefix.scopes - known_scopes
+                if unknown:
+                    raise ImproperlyConfigured(
+                        f"Resources {prefix.uri!r}... need unregistered scopes {sorted(unknown)}."
+                    )
 
     def toolset(self, name: str) -> Toolset | None:
         return self._by_name.get(name)
@@ -119,8 +142,18 @@ class Registry:
         return self._toolset_of_tool.get(name)
 
     def toolset_of_resource(self, uri: str) -> str | None:
+        found = self._resource_prefix(uri)
+        return found[0].name if found is not None else None
+
+    def resource_scopes(self, uri: str) -> frozenset[str]:
+        """The scopes reading the resource at ``uri`` needs (none for a URI no toolset owns)."""
+        found = self._resource_prefix(uri)
+        return found[1].scopes if found is not None else frozenset()
+
+    def _resource_prefix(self, uri: str) -> tuple[Toolset, ResourcePrefix] | None:
         return next(
-            (t.name for t in self.toolsets if any(uri.startswith(p) for p in t.resource_prefixes)), None
+            ((t, p) for t in self.toolsets for p in t.resources if uri.startswith(p.uri)),
+            None,
         )
 
     def toolset_of_prompt(self, name: str) -> str | None:

@@ -23,7 +23,7 @@ from starlette.types import Message, Send
 from accounts.scopes import scopes_for_role
 from core.errors import InsufficientScope
 from core.identity import Identity
-from mcp_gateway.asgi_auth import www_authenticate
+from mcp_gateway.asgi.auth import www_authenticate
 
 STEP_UP = "This call needs more scopes than the access token carries; authorize again with these."
 

@@ -7,12 +7,12 @@ from types import SimpleNamespace
 from mcp.server.request_state import AESGCMRequestStateCodec
 
 from core.identity import Identity
-from mcp_gateway.identity import SCOPE_KEY
+from mcp_gateway.asgi.scope_keys import IDENTITY_KEY
 from mcp_gateway.request_state import _principal, request_state_security
 
 
 def _context(identity: Identity | None) -> SimpleNamespace:
-    scope = {SCOPE_KEY: identity} if identity is not None else {}
+    scope = {IDENTITY_KEY: identity} if identity is not None else {}
     return SimpleNamespace(request=SimpleNamespace(scope=scope))
 
 

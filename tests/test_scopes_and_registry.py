@@ -7,7 +7,7 @@ from accounts.models import Role
 from accounts.scopes import SCOPE_READ, SCOPE_WRITE, RoleScopesBackend, scopes_for_role, scopes_granted
 from data_agent.scopes import SCOPE_DATA_AGENT_WRITE, SCOPE_ONTOLOGIES_READ
 from mcp_gateway.rbac import missing_scopes
-from mcp_gateway.registry import Registry, Toolset, registry_load, tool
+from mcp_gateway.registry import Registry, Toolset, registry_load, resource_prefix, tool
 
 
 def test_a_viewer_holds_only_the_read_scope():
@@ -63,6 +63,18 @@ def test_the_registry_refuses_a_tool_needing_an_unknown_scope():
     spec = tool(name="odd", description="d", scopes=["nope:never"])(_noop)
     with pytest.raises(ImproperlyConfigured, match="unregistered scopes"):
         Registry([Toolset(name="a", description="", tools=(spec,))])
+
+
+def test_the_registry_refuses_resources_needing_an_unknown_scope():
+    resources = resource_prefix(uri="odd://", scopes=["nope:never"])
+    with pytest.raises(ImproperlyConfigured, match="unregistered scopes"):
+        Registry([Toolset(name="a", description="", resources=(resources,))])
+
+
+def test_the_data_agent_declares_the_catalogue_scope_for_its_resources():
+    registry = registry_load(module_paths=["data_agent.toolset"])
+    assert registry.resource_scopes("gatehouse://ontologies/some-id") == {SCOPE_ONTOLOGIES_READ}
+    assert registry.resource_scopes("test://static-text") == frozenset()
 
 
 def test_the_registry_refuses_a_module_without_a_toolset():

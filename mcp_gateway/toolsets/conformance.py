@@ -34,7 +34,8 @@ from mcp_types import (
 from accounts.scopes import SCOPE_READ
 from mcp_gateway.client_log import client_log
 from mcp_gateway.client_requests import client_elicit, client_sample
-from mcp_gateway.registry import Toolset, tool
+from mcp_gateway.registry import Toolset, resource_prefix, tool
+from mcp_gateway.sdk import server_add_request_handler
 
 PNG_1X1 = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg=="
 WAV_EMPTY = "UklGRiYAAABXQVZFZm10IBAAAAABAAEAQB8AAAB9AAACABAAZGF0YQIAAAA="
@@ -278,10 +279,14 @@ def install(server: MCPServer) -> None:
     async def unsubscribe(ctx: Any, params: UnsubscribeRequestParams) -> EmptyResult:
         return EmptyResult()
 
-    # MCPServer has no public hook for these methods; the low-level server is where they live.
-    server._lowlevel_server.add_request_handler("resources/subscribe", SubscribeRequestParams, subscribe)
-    server._lowlevel_server.add_request_handler(
-        "resources/unsubscribe", UnsubscribeRequestParams, unsubscribe
+    server_add_request_handler(
+        server=server, method="resources/subscribe", params_type=SubscribeRequestParams, handler=subscribe
+    )
+    server_add_request_handler(
+        server=server,
+        method="resources/unsubscribe",
+        params_type=UnsubscribeRequestParams,
+        handler=unsubscribe,
     )
 
 
@@ -304,7 +309,7 @@ toolset = Toolset(
     ),
     enabled_by_default=False,
     install=install,
-    resource_prefixes=("test://",),
+    resources=(resource_prefix(uri="test://"),),
     prompts=(
         "test_simple_prompt",
         "test_prompt_with_arguments",

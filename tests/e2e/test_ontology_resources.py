@@ -128,3 +128,20 @@ async def test_a_token_without_the_catalogue_scope_is_refused(server):
     (error,) = [m["error"] for m in sse_messages(response) if "error" in m]
     assert error["code"] == -32001
     assert error["data"]["missing"] == ["ontologies:read"]
+
+
+async def test_a_token_without_the_catalogue_scope_is_told_an_unknown_uri_is_unknown(server):
+    # As for tools, a URI that names no resource is refused as unknown before scopes are looked at.
+    raw = RawMcp(await access_token(server, Person("alice")))
+    try:
+        session_id = await raw.initialize(server.mcp_url)
+        response = await raw.request(
+            server.mcp_url,
+            "resources/read",
+            {"uri": "gatehouse://ontologies/a/b/c/d"},
+            session_id=session_id,
+        )
+    finally:
+        await raw.aclose()
+    (error,) = [m["error"] for m in sse_messages(response) if "error" in m]
+    assert error["code"] == -32602

@@ -17,14 +17,11 @@ from core.conf import gatehouse_settings
 from core.errors import AuthenticationFailed
 from core.identity import Identity
 from core.loopback import is_loopback_host
-from mcp_gateway.identity import SCOPE_KEY
+from mcp_gateway.asgi.scope_keys import IDENTITY_KEY, LIVE_SESSION_KEY
 from mcp_gateway.sessions import LiveSession
 from mcp_gateway.tokens import identity_from_bearer
 
 logger = logging.getLogger(__name__)
-
-# Where the session the request names is left, as found by the authenticating query (or None).
-LIVE_SESSION_KEY = "gatehouse.live_session"
 
 TOKEN_MISSING = "A bearer token is required."
 TOKEN_MALFORMED = "The Authorization header must be 'Bearer <token>'."
@@ -64,7 +61,7 @@ class McpAuthMiddleware:
 
     The resolved Identity goes into the ASGI scope (read per request by tool handlers, so nothing
     leaks between concurrent requests), with the live session the request names, if any
-    (``asgi_sessions`` decides what to do with it).
+    (``asgi.sessions`` decides what to do with it).
     """
 
     def __init__(self, app: ASGIApp) -> None:
@@ -113,7 +110,7 @@ class McpAuthMiddleware:
                 ],
             )
             return
-        await self.app({**scope, SCOPE_KEY: identity, LIVE_SESSION_KEY: session}, receive, send)
+        await self.app({**scope, IDENTITY_KEY: identity, LIVE_SESSION_KEY: session}, receive, send)
 
     @staticmethod
     async def _authenticate(scope: Scope) -> tuple[Identity, LiveSession | None]:

@@ -21,10 +21,14 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from core.asgi_http import request_header
 from core.db import db_call
 from core.identity import Identity
-from mcp_gateway.asgi_auth import LIVE_SESSION_KEY
-from mcp_gateway.asgi_envelope import MESSAGE_KEY, jsonrpc_error
-from mcp_gateway.exchange import INITIALIZED_HOOK, SESSION_KEY
-from mcp_gateway.identity import SCOPE_KEY as IDENTITY_KEY
+from mcp_gateway.asgi.envelope import jsonrpc_error
+from mcp_gateway.asgi.scope_keys import (
+    IDENTITY_KEY,
+    INITIALIZED_HOOK_KEY,
+    LIVE_SESSION_KEY,
+    MESSAGE_KEY,
+    SESSION_KEY,
+)
 from mcp_gateway.models import TerminationReason
 from mcp_gateway.sessions import (
     LiveSession,
@@ -113,7 +117,7 @@ class McpSessionMiddleware:
             )
             return [(SESSION_HEADER, session_id.encode())]
 
-        await self.app({**scope, INITIALIZED_HOOK: opened}, receive, send)
+        await self.app({**scope, INITIALIZED_HOOK_KEY: opened}, receive, send)
 
 
 def _narrowed(identity: Identity, session_scopes: frozenset[str]) -> Identity:

@@ -15,8 +15,8 @@ from pydantic import ValidationError
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from core.asgi_http import send_json
+from mcp_gateway.asgi.scope_keys import MESSAGE_KEY
 
-MESSAGE_KEY = "gatehouse.message"
 MAX_BODY_BYTES = 4 * 1024 * 1024
 
 PARSE_ERROR = "Parse error: the body is not valid JSON."

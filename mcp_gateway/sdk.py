@@ -1,0 +1,85 @@
+"""Every private name of the ``mcp`` SDK that Gatehouse uses, behind one small function each.
+
+The SDK's private names (a leading underscore) can change in any release without notice, so product
+code never touches them directly: it calls these functions, and an SDK upgrade re-checks only this
+module. Written against ``mcp`` 2.3.0. On an upgrade, check for each function that the private name
+still exists and still means the same, and whether a public way has appeared (then use it and drop
+the function):
+
+* ``server_drop_telemetry``: ``mcp.server._otel.OpenTelemetryMiddleware``, which the low-level
+  ``Server`` installs first in ``middleware`` by default;
+* ``server_lowlevel``: ``MCPServer._lowlevel_server``, the low-level ``Server`` an ``MCPServer``
+  wraps, whose ``add_request_handler`` is public but which ``MCPServer`` does not expose;
+* ``server_add_request_handler``: the same, for methods ``MCPServer`` has no decorator for.
+
+One more function uses public names only but copies SDK behaviour, so it is re-checked here too:
+
+* ``server_resource_finder``: the lookup of ``ResourceManager.get_resource`` (static URIs, then the
+  first matching template and its ``ResourceSecurity`` check).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, TypeVar
+
+from mcp.server._otel import OpenTelemetryMiddleware
+from mcp.server.context import ServerRequestContext
+from mcp.server.lowlevel.server import Server
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.resources.templates import DEFAULT_RESOURCE_SECURITY
+from mcp.shared.uri_template import UriTemplate
+from pydantic import BaseModel
+
+ParamsT = TypeVar("ParamsT", bound=BaseModel)
+
+
+def server_drop_telemetry(*, server: MCPServer) -> None:
+    """Remove the SDK's OpenTelemetry middleware, which the SDK installs with no switch to turn it off.
+
+    It costs ~8% of the event loop per request even with no exporter installed, and Gatehouse has
+    its own observability (``core.metrics``, the audit trail, the access log).
+    """
+    server.middleware[:] = [m for m in server.middleware if not isinstance(m, OpenTelemetryMiddleware)]
+
+
+def server_lowlevel(*, server: MCPServer) -> Server[Any]:
+    """The low-level ``Server`` inside ``server``: the kernel ``exchange`` serves handshake-era
+    requests on (``mcp.server.runner.serve_one`` takes a low-level server, not an ``MCPServer``)."""
+    return server._lowlevel_server
+
+
+def server_add_request_handler(
+    *,
+    server: MCPServer,
+    method: str,
+    params_type: type[ParamsT],
+    handler: Callable[[ServerRequestContext[Any, Any], ParamsT], Awaitable[Any]],
+) -> None:
+    """Serve a JSON-RPC method ``MCPServer`` has no public hook for (``logging/setLevel``,
+    ``resources/subscribe``, ``resources/unsubscribe``), replacing the SDK's handler if it has one."""
+    server_lowlevel(server=server).add_request_handler(method, params_type, handler)
+
+
+async def server_resource_finder(*, server: MCPServer) -> Callable[[str], bool]:
+    """Whether ``server`` would find a resource for a URI, answered without reading it.
+
+    Built once all resources are registered. Assumes the server runs with the SDK's default
+    ``resource_security`` (``server_build`` passes none).
+    """
+    static = frozenset(str(resource.uri) for resource in await server.list_resources())
+    templates: Sequence[UriTemplate] = tuple(
+        UriTemplate.parse(template.uri_template) for template in await server.list_resource_templates()
+    )
+
+    def finds(uri: str) -> bool:
+        if uri in static:
+            return True
+        for template in templates:
+            params = template.match(uri)
+            if params is not None:
+                # The first matching template decides, as in the SDK: a failed check is not found.
+                return DEFAULT_RESOURCE_SECURITY.validate(params) is None
+        return False
+
+    return finds
