@@ -1,4 +1,4 @@
-"""Gatehouse settings. Everything deployment-specific is read from the environment (config.env)."""
+"""Gatehouse settings. Everything deployment-specific is read from the environment (core.env)."""
 
 from __future__ import annotations
 
