@@ -28,7 +28,7 @@ class ActiveSessionsCollector(Collector):
     """``gatehouse_mcp_sessions_active{tenant}``, read from the database at scrape time."""
 
     NAME = "gatehouse_mcp_sessions_active"
-    HELP = "MCP sessions neither terminated nor idle longer than SESSION_IDLE_SECONDS."
+    HELP = "MCP sessions neither terminated nor idle longer than MCP_SESSION_IDLE_SECONDS."
 
     def describe(self) -> Iterable[Metric]:
         # Declared without a query, so registering the collector never touches the database.
