@@ -6,18 +6,22 @@ from pathlib import Path
 
 import pytest
 from asgiref.sync import sync_to_async
+from django.contrib.auth.models import Permission
+from django.contrib.contenttypes.models import ContentType
 from django.core.management import call_command
 from django.db import connection, connections
 from django.db.models import Max
+from django.test import override_settings
 from oauth2_provider.models import Application
 
-from accounts.models import Membership, Tenant, User
+from accounts.models import Membership, Role, Tenant, User
 from data_agent.models import AgentPreference
 from language_models.models import LanguageModel
 from mcp_gateway.models import TenantToolset
 from oauth.models import AccessToken
-from tests.e2e.harness import DEMO_PASSWORD, Browser, DaphneServer
+from tests.e2e.harness import DEMO_PASSWORD, Browser, DaphneServer, Person, QuickPbkdf2Hasher
 from tests.e2e.oauth_driver import OAuthDriver
+from tests.factories import DEFAULT_PASSWORD, MembershipFactory
 
 SERVER_DB_APPLICATION = "gatehouse-e2e-server"
 
@@ -32,12 +36,40 @@ def _database_url() -> str:
     return f"postgres://{user}{password}@{host}:{port}/{db['NAME']}?application_name={SERVER_DB_APPLICATION}"
 
 
-@pytest.fixture(scope="session")
-def demo(django_db_setup, django_db_blocker) -> None:
-    """The demo tenants and people, committed so the Daphne process sees them."""
-    with django_db_blocker.unblock(), pytest.MonkeyPatch.context() as mp:
+# Rows the migrations make and no test writes; a running server may hold them in its caches.
+_KEPT_TABLES = {ContentType._meta.db_table, Permission._meta.db_table}
+
+
+def _committed_rows_truncate() -> None:
+    """Empty every table but the kept ones. Sequences go on counting, so no row made later reuses
+    the primary key of one a server process may still remember."""
+    tables = sorted(
+        set(connection.introspection.django_table_names(only_existing=True, include_views=False))
+        - _KEPT_TABLES
+    )
+    with connection.cursor() as cursor:
+        # A server connection left inside a transaction would make TRUNCATE wait for ever; fail instead.
+        cursor.execute("SET lock_timeout = '30s'")
+        cursor.execute(f"TRUNCATE {', '.join(connection.ops.quote_name(table) for table in tables)}")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def demo(django_db_setup, django_db_blocker) -> Iterator[None]:
+    """The demo tenants and people, committed so the Daphne processes see them: made afresh for each
+    end-to-end module and truncated after it, with every other row its tests and the servers
+    committed. So no module, end-to-end or in-process, sees another's rows, in whatever order."""
+    with (
+        django_db_blocker.unblock(),
+        pytest.MonkeyPatch.context() as mp,
+        # Made for every module, the demo's password hashes would cost seconds each on a loaded
+        # machine; the servers verify these cheaper ones just the same (and upgrade them on login).
+        override_settings(PASSWORD_HASHERS=[f"{QuickPbkdf2Hasher.__module__}.QuickPbkdf2Hasher"]),
+    ):
         mp.setenv("DEMO_PASSWORD", DEMO_PASSWORD)
-        call_command("bootstrap_demo", verbosity=0)
+        _in_own_thread(lambda: call_command("bootstrap_demo", verbosity=0))
+    yield
+    with django_db_blocker.unblock():
+        _in_own_thread(_committed_rows_truncate)
 
 
 @pytest.fixture(scope="session")
@@ -67,7 +99,7 @@ MAIN_SERVER_TOOLSET_CACHE_SECONDS = 0
 
 
 @pytest.fixture(scope="session")
-def server(demo, database_url, tmp_path_factory) -> Iterator[DaphneServer]:
+def server(database_url, tmp_path_factory) -> Iterator[DaphneServer]:
     yield from _serve(
         tmp_path_factory,
         database_url,
@@ -89,7 +121,7 @@ def doomed_server(server, database_url, tmp_path_factory) -> Iterator[DaphneServ
 
 
 @pytest.fixture(scope="session")
-def faults_server(demo, database_url, tmp_path_factory) -> Iterator[DaphneServer]:
+def faults_server(database_url, tmp_path_factory) -> Iterator[DaphneServer]:
     """Serves the test-only `faults` toolset beside the product's own."""
     yield from _serve(
         tmp_path_factory,
@@ -113,7 +145,7 @@ def second_faults_server(faults_server, database_url, tmp_path_factory) -> Itera
 
 
 @pytest.fixture(scope="session")
-def short_token_server(demo, database_url, tmp_path_factory) -> Iterator[DaphneServer]:
+def short_token_server(database_url, tmp_path_factory) -> Iterator[DaphneServer]:
     """Access tokens live two seconds here, so a test can watch a client refresh."""
     yield from _serve(tmp_path_factory, database_url, "short-tokens", OAUTH_ACCESS_TOKEN_SECONDS="2")
 
@@ -165,6 +197,18 @@ def committed(django_db_blocker):
 
     with django_db_blocker.unblock():
         _in_own_thread(clean)
+
+
+@pytest.fixture
+def own_admin(committed) -> Membership:
+    """An admin of a tenant of the test's own (password ``DEFAULT_PASSWORD``), for a test that changes
+    a person or a membership: the demo's alice, bob and carol stay as every other test expects."""
+    return committed(MembershipFactory, role=Role.ADMIN)
+
+
+def person_of(membership: Membership) -> Person:
+    """The person who signs in as ``membership``'s factory-made user."""
+    return Person(membership.user.username, password=DEFAULT_PASSWORD, tenant=membership.tenant.slug)
 
 
 @pytest.fixture

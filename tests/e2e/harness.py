@@ -18,6 +18,7 @@ from urllib.parse import parse_qs, urljoin, urlsplit
 
 import httpx
 import httpx2
+from django.contrib.auth.hashers import PBKDF2PasswordHasher
 from mcp.client import Client
 from mcp.client.auth import OAuthClientProvider
 from mcp.client.streamable_http import streamable_http_client
@@ -34,6 +35,13 @@ DEMO_PASSWORD = "demo-password-for-tests"
 # Shared by every server process of a run, as real replicas share one secret.
 E2E_SECRET_KEY = "e2e-secret-key-" + secrets.token_hex(16)
 E2E_RATE_LIMIT_PREFIX = "gatehouse-e2e-" + secrets.token_hex(6)
+
+
+class QuickPbkdf2Hasher(PBKDF2PasswordHasher):
+    """Django's own algorithm at few iterations: the iterations travel in the hash, so any server
+    verifies it, and Django re-hashes at full strength on the first sign-in."""
+
+    iterations = 1_000
 
 
 def _data_source_key() -> str:
