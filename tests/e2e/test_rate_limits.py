@@ -16,7 +16,7 @@ from mcp.shared.exceptions import MCPError
 
 from accounts.models import Tenant
 from core.models import AuditAction, AuditEvent, AuditOutcome, RateLimitRule, RateLimitScope
-from tests.e2e.conftest import _in_own_thread
+from tests.e2e.conftest import _in_own_thread, person_of
 from tests.e2e.harness import E2E_RATE_LIMIT_PREFIX, DaphneServer, Person, sdk_client
 
 pytestmark = pytest.mark.django_db
@@ -103,12 +103,13 @@ def assert_refused_with_retry_hint(error: MCPError, *, limit: str) -> None:
 
 
 async def test_a_tool_limit_holds_across_two_servers_and_says_when_to_retry(
-    server, second_server, rate_limit_rule
+    server, second_server, rate_limit_rule, own_admin
 ):
     rate_limit_rule(scope=RateLimitScope.TOOL, target="whoami", limit=3)
     started = timezone.now()
     balancer = Alternating([server, second_server])
-    async with sdk_client(server, Person("alice"), transport=balancer) as (client, _):
+    # The other tool renames its caller: a person of the test's own, not the demo's alice.
+    async with sdk_client(server, person_of(own_admin), transport=balancer) as (client, _):
         allowed = [await client.call_tool("whoami", {}) for _ in range(3)]
         with pytest.raises(MCPError) as refused:
             await client.call_tool("whoami", {})
@@ -122,7 +123,9 @@ async def test_a_tool_limit_holds_across_two_servers_and_says_when_to_retry(
     # The refusal is audited once, as a refusal and not as a call.
     events = [
         event
-        async for event in AuditEvent.objects.filter(created__gte=started, username="alice", target="whoami")
+        async for event in AuditEvent.objects.filter(
+            created__gte=started, username=own_admin.user.username, target="whoami"
+        )
     ]
     assert (
         sorted(event.action for event in events) == [AuditAction.RATE_LIMITED] + [AuditAction.TOOL_CALLED] * 3

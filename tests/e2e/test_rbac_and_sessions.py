@@ -7,6 +7,7 @@ import pytest
 from mcp.shared.exceptions import MCPError
 
 from accounts.models import User
+from tests.e2e.conftest import person_of
 from tests.e2e.harness import Person, sdk_client
 from tests.e2e.oauth_driver import OAuthDriver
 from tests.e2e.raw_mcp import MCP_HEADERS, initialize_body
@@ -51,12 +52,12 @@ async def test_a_viewer_sees_only_read_tools_and_cannot_call_a_write_tool(server
     assert (await User.objects.aget(username="bob")).display_name == "Bob Before"
 
 
-async def test_an_admin_can_call_a_write_tool(server):
-    async with sdk_client(server, Person("alice")) as (client, _):
+async def test_an_admin_can_call_a_write_tool(server, own_admin):
+    async with sdk_client(server, person_of(own_admin)) as (client, _):
         result = await client.call_tool("set_display_name", {"display_name": "  Alice A.  "})
     assert result.is_error is False
     assert result.structured_content == {"display_name": "Alice A."}
-    assert (await User.objects.aget(username="alice")).display_name == "Alice A."
+    assert (await User.objects.aget(pk=own_admin.user.pk)).display_name == "Alice A."
 
 
 async def test_a_write_tool_rejects_a_blank_display_name_before_running(server, display_name):

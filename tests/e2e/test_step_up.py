@@ -7,8 +7,8 @@ import httpx
 import pytest
 from mcp.shared.auth import OAuthToken
 
-from accounts.models import Membership, User
-from tests.e2e.harness import MemoryTokenStorage, Person, sdk_client
+from tests.e2e.conftest import person_of
+from tests.e2e.harness import MemoryTokenStorage, sdk_client
 from tests.e2e.raw_mcp import RawMcp
 from tests.factories import AccessTokenFactory, ApplicationFactory, MembershipFactory
 
@@ -98,29 +98,25 @@ async def test_inside_a_session_the_refusal_stays_in_json_rpc(server, read_only_
     assert response.json()["error"]["code"] == -32001
 
 
-async def test_the_sdk_client_steps_up_through_the_browser_and_the_call_succeeds(server, committed):
-    """Alice's client holds a read-only token; the write call sends her through consent again."""
-    membership = await Membership.objects.select_related("user").aget(
-        user__username="alice", tenant__slug="acme"
-    )
+async def test_the_sdk_client_steps_up_through_the_browser_and_the_call_succeeds(
+    server, committed, own_admin
+):
+    """An admin's client holds a read-only token; the write call sends them through consent again."""
     application = committed(ApplicationFactory)
     narrow = committed(
         AccessTokenFactory,
         scope="mcp:read",
-        membership=membership,
+        membership=own_admin,
         application=application,
         resource=[server.mcp_url],
     )
     storage = MemoryTokenStorage(
         tokens=OAuthToken(access_token=narrow.token, token_type="Bearer", scope="mcp:read")
     )
-    alice = Person("alice")
-    try:
-        async with sdk_client(server, alice, storage=storage, mode="2026-07-28") as (client, _):
-            result = await client.call_tool("set_display_name", {"display_name": "Alice Stepped"})
-    finally:
-        await User.objects.filter(pk=membership.user.pk).aupdate(display_name=membership.user.display_name)
+    admin = person_of(own_admin)
+    async with sdk_client(server, admin, storage=storage, mode="2026-07-28") as (client, _):
+        result = await client.call_tool("set_display_name", {"display_name": "Alice Stepped"})
     assert not result.is_error, result
-    assert alice.logins == 1, "the step-up went through the browser once"
+    assert admin.logins == 1, "the step-up went through the browser once"
     assert storage.tokens is not None
     assert set((storage.tokens.scope or "").split()) == {"mcp:read", "mcp:write"}
