@@ -15,13 +15,6 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError(f"The test suite runs on PostgreSQL; set DATABASE_URL (engine is {engine}).")
 
 
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    # End-to-end tests commit rows (the demo tenants, audit events, clients) that a server process
-    # must see; in-process tests roll back and expect a database nobody else wrote to. So the
-    # in-process tests run first, in their usual order, and the end-to-end ones after.
-    items.sort(key=lambda item: "e2e" in item.path.parts)
-
-
 @pytest.fixture
 def operator(db, client):
     """A superuser, signed in to the admin through the ``client`` fixture."""

@@ -10,13 +10,6 @@ pytestmark = pytest.mark.django_db
 DEMO_USERNAMES = ["alice", "bob", "carol"]
 
 
-@pytest.fixture(autouse=True)
-def _empty_demo():
-    """The end-to-end tests commit the demo data; start each test here without it (rolled back after)."""
-    User.objects.filter(username__in=DEMO_USERNAMES).delete()
-    Tenant.objects.filter(slug__in=["acme", "globex"]).delete()
-
-
 def _state() -> list[tuple[str, str, str]]:
     return sorted(
         Membership.objects.filter(user__username__in=DEMO_USERNAMES).values_list(

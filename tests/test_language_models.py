@@ -13,7 +13,7 @@ from django.core.management.base import SystemCheckError
 from django.db import IntegrityError, connection, transaction
 from django.utils.html import escape
 
-from accounts.models import Tenant, User
+from accounts.models import Tenant
 from core.errors import NotReady, Unavailable
 from language_models.admin import KEY_BOTH, KEY_NONE, KEY_STORED, TEST_PURPOSE
 from language_models.models import LanguageModel
@@ -327,14 +327,7 @@ def test_testing_a_model_whose_key_is_refused_says_so(client, operator, tenant, 
 # bootstrap_demo
 
 
-@pytest.fixture
-def empty_demo():
-    """The end-to-end tests commit the demo data; start without it (rolled back after)."""
-    User.objects.filter(username__in=["alice", "bob", "carol"]).delete()
-    Tenant.objects.filter(slug__in=["acme", "globex"]).delete()
-
-
-def test_the_demo_gets_a_default_model_from_demo_llm_model(empty_demo, monkeypatch):
+def test_the_demo_gets_a_default_model_from_demo_llm_model(monkeypatch):
     monkeypatch.setenv("DEMO_PASSWORD", "a-demo-password")
     monkeypatch.setenv("DEMO_LLM_MODEL", "openai/gpt-4o-mini")
 
@@ -349,7 +342,7 @@ def test_the_demo_gets_a_default_model_from_demo_llm_model(empty_demo, monkeypat
     assert not LanguageModel.objects.filter(tenant__slug="globex").exists()
 
 
-def test_running_the_demo_again_updates_the_model_and_keeps_one_default(empty_demo, monkeypatch):
+def test_running_the_demo_again_updates_the_model_and_keeps_one_default(monkeypatch):
     monkeypatch.setenv("DEMO_PASSWORD", "a-demo-password")
     monkeypatch.setenv("DEMO_LLM_MODEL", "openai/gpt-4o-mini")
     call_command("bootstrap_demo", verbosity=0)
@@ -366,7 +359,7 @@ def test_running_the_demo_again_updates_the_model_and_keeps_one_default(empty_de
     ]
 
 
-def test_without_demo_llm_model_the_demo_has_no_model(empty_demo, monkeypatch):
+def test_without_demo_llm_model_the_demo_has_no_model(monkeypatch):
     monkeypatch.setenv("DEMO_PASSWORD", "a-demo-password")
     monkeypatch.delenv("DEMO_LLM_MODEL", raising=False)
 
