@@ -58,18 +58,21 @@ def demo(django_db_setup, django_db_blocker) -> Iterator[None]:
     """The demo tenants and people, committed so the Daphne processes see them: made afresh for each
     end-to-end module and truncated after it, with every other row its tests and the servers
     committed. So no module, end-to-end or in-process, sees another's rows, in whatever order."""
-    with (
-        django_db_blocker.unblock(),
-        pytest.MonkeyPatch.context() as mp,
-        # Made for every module, the demo's password hashes would cost seconds each on a loaded
-        # machine; the servers verify these cheaper ones just the same (and upgrade them on login).
-        override_settings(PASSWORD_HASHERS=[f"{QuickPbkdf2Hasher.__module__}.QuickPbkdf2Hasher"]),
-    ):
-        mp.setenv("DEMO_PASSWORD", DEMO_PASSWORD)
-        _in_own_thread(lambda: call_command("bootstrap_demo", verbosity=0))
-    yield
-    with django_db_blocker.unblock():
-        _in_own_thread(_committed_rows_truncate)
+    try:
+        with (
+            django_db_blocker.unblock(),
+            pytest.MonkeyPatch.context() as mp,
+            # Made for every module, the demo's password hashes would cost seconds each on a loaded
+            # machine; the servers verify these cheaper ones just the same (and upgrade them on login).
+            override_settings(PASSWORD_HASHERS=[f"{QuickPbkdf2Hasher.__module__}.QuickPbkdf2Hasher"]),
+        ):
+            mp.setenv("DEMO_PASSWORD", DEMO_PASSWORD)
+            _in_own_thread(lambda: call_command("bootstrap_demo", verbosity=0))
+        yield
+    finally:
+        # Also after a demo that failed half-way: nothing of it may reach the next module.
+        with django_db_blocker.unblock():
+            _in_own_thread(_committed_rows_truncate)
 
 
 @pytest.fixture(scope="session")
