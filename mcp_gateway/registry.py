@@ -121,19 +121,11 @@ class Registry:
             for spec in toolset.tools:
                 if spec.name in self._tools:
                     raise ImproperlyConfigured(f"Tool {spec.name!r} is defined by two toolsets.")
-                unknown = spec.scopes - known_scopes
-                if unknown:
-                    raise ImproperlyConfigured(
-                        f"Tool {spec.name!r} needs unregistered scopes {sorted(unknown)}."
-                    )
+                _refuse_unknown_scopes(f"Tool {spec.name!r}", spec.scopes, known_scopes)
                 self._tools[spec.name] = spec
                 self._toolset_of_tool[spec.name] = toolset.name
             for prefix in toolset.resources:
-                unknown = prefix.scopes - known_scopes
-                if unknown:
-                    raise ImproperlyConfigured(
-                        f"Resources {prefix.uri!r}... need unregistered scopes {sorted(unknown)}."
-                    )
+                _refuse_unknown_scopes(f"Resource prefix {prefix.uri!r}", prefix.scopes, known_scopes)
 
     def toolset(self, name: str) -> Toolset | None:
         return self._by_name.get(name)
@@ -168,6 +160,12 @@ class Registry:
 
     def get(self, name: str) -> ToolSpec | None:
         return self._tools.get(name)
+
+
+def _refuse_unknown_scopes(what: str, scopes: frozenset[str], known: set[str]) -> None:
+    unknown = scopes - known
+    if unknown:
+        raise ImproperlyConfigured(f"{what} needs unregistered scopes {sorted(unknown)}.")
 
 
 def registry_load(*, module_paths: Iterable[str]) -> Registry:
