@@ -1,0 +1,73 @@
+"""Text a database can store: the characters PostgreSQL refuses, found or made visible.
+
+PostgreSQL's ``text`` and ``jsonb`` refuse the NUL character, and UTF-8 cannot encode an unpaired
+surrogate (which JSON's ``\\udXXX`` escapes can produce). One such character in a value fails the
+whole statement it is part of. Two uses:
+
+- Values a person stores on purpose (display names, preferences, client info) are refused with a
+  clear message: ``text_unstorable_reason`` says why.
+- Values recorded for the record (audit rows) must never be refused: ``storable`` replaces each
+  such character with a visible escape (``\\u0000``, ``\\ud800``) and says whether it did.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
+
+
+def _escape(match: re.Match[str]) -> str:
+    return f"\\u{ord(match.group()):04x}"
+
+
+def text_is_storable(value: str) -> bool:
+    return _UNSTORABLE.search(value) is None
+
+
+def text_unstorable_reason(value: Any) -> str | None:
+    """Why ``value`` (a string, or JSON-like data holding strings) cannot be stored, else None."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            match = _UNSTORABLE.search(item)
+            if match is not None:
+                if match.group() == "\x00":
+                    return "contains a NUL character (\\u0000), which cannot be stored"
+                return f"contains an unpaired surrogate ({_escape(match)}), which is not valid Unicode"
+        elif isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, (list, tuple)):
+            stack.extend(item)
+    return None
+
+
+def storable_text(value: str) -> tuple[str, bool]:
+    """``value`` with NUL and unpaired surrogates escaped visibly, and whether any were."""
+    if _UNSTORABLE.search(value) is None:
+        return value, False
+    return _UNSTORABLE.sub(_escape, value), True
+
+
+def storable(value: Any) -> tuple[Any, bool]:
+    """JSON-like ``value`` with every string (keys too) made storable, and whether any changed."""
+    if isinstance(value, str):
+        return storable_text(value)
+    if isinstance(value, dict):
+        changed = False
+        out: dict[Any, Any] = {}
+        for key, item in value.items():
+            new_key, key_changed = storable(key) if isinstance(key, str) else (key, False)
+            new_item, item_changed = storable(item)
+            out[new_key] = new_item
+            changed = changed or key_changed or item_changed
+        return (out, True) if changed else (value, False)
+    if isinstance(value, (list, tuple)):
+        items = [storable(item) for item in value]
+        if any(changed for _, changed in items):
+            return [item for item, _ in items], True
+        return value, False
+    return value, False
