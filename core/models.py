@@ -28,6 +28,14 @@ class AuditAction(models.TextChoices):
     TOKEN_ISSUED = "token.issued", "Token issued"
     TOKEN_REFRESHED = "token.refreshed", "Token refreshed"
     TOKEN_REVOKED = "token.revoked", "Token revoked"
+    # Refusals before any tool runs, and failures: each is evidence an operator may need.
+    TOKEN_REJECTED = "token.rejected", "Bearer token refused"
+    SESSION_REFUSED = "session.refused", "MCP session refused (unknown or not the caller's)"
+    REQUEST_REFUSED = "request.refused", "Request refused (Host, Origin or malformed)"
+    CONSENT_TAMPERED = "consent.tampered", "Consent form tampered with"
+    CLIENT_UPDATED = "client.updated", "OAuth client updated"
+    CODE_REPLAYED = "code.replayed", "Authorization code replayed"
+    SERVER_ERROR = "server.error", "Server error"
 
 
 class AuditOutcome(models.TextChoices):
