@@ -271,6 +271,12 @@ GATEHOUSE: dict[str, Any] = {
     # Audit trail (core.audit). Turning it off is for measuring its cost, not for production.
     "GATEHOUSE_AUDIT": env_bool("GATEHOUSE_AUDIT", default=True),
     "AUDIT_RETENTION_DAYS": env_int("AUDIT_RETENTION_DAYS", default=365, minimum=1),
+    # Where audit rows the database could not take wait, one append-only file per process, until
+    # they are replayed (core.audit_spool). Shared by the processes of one host; keep it on a disk
+    # that survives a restart.
+    "AUDIT_SPOOL_DIR": env_str("AUDIT_SPOOL_DIR", default=str(LOCAL_DIR / "audit-spool")),
+    # Repeated refusals of one key (person, limit) are written as one row per this many seconds.
+    "AUDIT_REFUSAL_WINDOW_SECONDS": env_int("AUDIT_REFUSAL_WINDOW_SECONDS", default=60, minimum=1),
     # OAuth clients (oauth.cimd, oauth.clients): see the comments above OAUTH2_PROVIDER.
     "CIMD_ALLOW_LOOPBACK": _cimd_allow_loopback,
     # Extra trust roots (a PEM file) for fetching metadata documents, besides the system's.

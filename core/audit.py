@@ -10,6 +10,13 @@ Two ways in:
   unaudited), but concurrent calls share one multi-row INSERT on the endpoint's own async pool
   ("group commit"), so the cost per call shrinks as load grows.
 
+Whatever the input or the connection's state, no row is lost: values are made storable (NUL and
+unpaired surrogates escaped, ``detail["sanitized"]`` naming the fields changed:
+``core.audit_entry``); a batch the database refuses is retried row by row (``core.audit_store``);
+dead connections are swept and the INSERT retried on a fresh one (``core.db``); and a row that
+still cannot be written waits in the spool until the database is back (``core.audit_spool``).
+Repeated refusals are counted rather than written one by one: ``core.audit_refusals``.
+
 Request id and client address come from the request context (``core.request_context``); every
 event also feeds the Prometheus counters (``core.metrics``).
 """
@@ -17,22 +24,21 @@ event also feeds the Prometheus counters (``core.metrics``).
 from __future__ import annotations
 
 import asyncio
-import functools
-import json
 import logging
 import re
 from collections.abc import Mapping
-from dataclasses import asdict
 from typing import Any
 
-from django.db import connection
+from django.db.transaction import TransactionManagementError
 
 from core.audit_entry import AuditEntry
+from core.audit_spool import audit_spool_append, audit_spool_replay_soon
+from core.audit_store import MAX_BATCH, UNAVAILABLE, audit_rows_insert, audit_rows_insert_async
 from core.conf import gatehouse_settings
 from core.db import hot_path_execute
 from core.identity import Identity
 from core.metrics import metrics_observe
-from core.models import AuditAction, AuditEvent, AuditOutcome
+from core.models import AuditAction, AuditOutcome
 from core.request_context import request_context
 
 logger = logging.getLogger(__name__)
@@ -45,9 +51,6 @@ _SECRET_NAME = re.compile(
 _MAX_STRING = 200
 _MAX_ITEMS = 50
 _MAX_DEPTH = 4
-_FLUSH_RETRIES = 2
-# Rows per INSERT: bounds the statement's size and the number of distinct statements prepared.
-_MAX_BATCH = 500
 
 
 def audit_entry(
@@ -167,51 +170,64 @@ def audit_record(
     Who acted is given either as model instances (``user``, ``tenant``, ``application``) or as an
     MCP caller's ``identity``.
     """
+    entry = audit_entry_sync(
+        action=action,
+        outcome=outcome,
+        user=user,
+        username=username,
+        tenant=tenant,
+        application=application,
+        identity=identity,
+        session_id=session_id,
+        target=target,
+        detail=detail,
+    )
+    metrics_observe(entry)
+    audit_write(entry)
+
+
+def audit_entry_sync(
+    *,
+    action: AuditAction,
+    outcome: AuditOutcome = AuditOutcome.OK,
+    user: Any = None,
+    username: str = "",
+    tenant: Any = None,
+    application: Any = None,
+    identity: Identity | None = None,
+    session_id: str = "",
+    target: str = "",
+    detail: Mapping[str, Any] | None = None,
+) -> AuditEntry:
+    """The event ``audit_record`` would write, for callers that decide how to write it."""
     who = (
         _who_from_identity(identity)
         if identity is not None
         else _who_from_models(user=user, username=username, tenant=tenant, application=application)
     )
-    entry = _entry(
+    return _entry(
         action=action, outcome=outcome, who=who, session_id=session_id, target=target, detail=detail
     )
-    metrics_observe(entry)
-    if audit_enabled():
-        AuditEvent.objects.create(**_model_fields(entry))
 
 
-def _model_fields(entry: AuditEntry) -> dict[str, Any]:
-    fields = asdict(entry)
-    fields.pop("tenant_slug")
-    fields["detail"] = dict(entry.detail)
-    return fields
+def audit_write(entry: AuditEntry) -> None:
+    """Write ``entry`` in the caller's transaction (no metrics: the caller counted it).
 
-
-_COLUMNS = (
-    "created", "action", "outcome", "tenant_id", "user_id", "username", "application_id", "client_id",
-    "session_id", "request_id", "ip", "target", "duration_ms", "detail",
-)  # fmt: skip
-
-
-@functools.cache
-def _insert_sql(rows: int) -> str:
-    """One INSERT for ``rows`` events: one statement and one round trip, whatever the batch size."""
-    on_postgresql = connection.vendor == "postgresql"
-    casts = {"ip": "::inet", "detail": "::jsonb"} if on_postgresql else {}
-    values = "(" + ", ".join(f"%s{casts.get(column, '')}" for column in _COLUMNS) + ")"
-    # The table name comes from the model, never from input; every value is a bound parameter.
-    return (
-        f"INSERT INTO {AuditEvent._meta.db_table} ({', '.join(_COLUMNS)}) "  # noqa: S608
-        f"VALUES {', '.join([values] * rows)}"
-    )
-
-
-def _row(entry: AuditEntry) -> tuple[Any, ...]:
-    return (
-        entry.created, entry.action, entry.outcome, entry.tenant_id, entry.user_id, entry.username,
-        entry.application_id, entry.client_id, entry.session_id, entry.request_id, entry.ip,
-        entry.target, entry.duration_ms, json.dumps(entry.detail, default=str),
-    )  # fmt: skip
+    Each statement has its own savepoint, so a refused row never breaks the caller's transaction;
+    a row the database refuses is stored degraded (``core.audit_store``), and with the database
+    unreachable the row is spooled."""
+    if not audit_enabled():
+        return
+    try:
+        audit_rows_insert([entry])
+    except UNAVAILABLE:
+        audit_spool_append([entry])
+        return
+    except TransactionManagementError:
+        # The caller's transaction already failed: the event must not share its fate.
+        audit_spool_append([entry])
+        return
+    audit_spool_replay_soon()
 
 
 class _GroupCommitWriter:
@@ -232,37 +248,42 @@ class _GroupCommitWriter:
 
     async def _flush(self) -> None:
         while self._pending:
-            batch, self._pending = self._pending[:_MAX_BATCH], self._pending[_MAX_BATCH:]
-            await self._insert([entry for entry, _ in batch])
-            for _, done in batch:
-                if not done.done():
-                    done.set_result(None)
+            batch, self._pending = self._pending[:MAX_BATCH], self._pending[MAX_BATCH:]
+            try:
+                await self._store([entry for entry, _ in batch])
+            finally:
+                for _, done in batch:
+                    if not done.done():
+                        done.set_result(None)
 
     @staticmethod
-    async def _insert(entries: list[AuditEntry]) -> None:
-        params = [value for entry in entries for value in _row(entry)]
-        for attempt in range(1, _FLUSH_RETRIES + 1):
-            try:
-                await hot_path_execute(_insert_sql(len(entries)), params)
-                return
-            except Exception:
-                if attempt < _FLUSH_RETRIES:
-                    continue
-                # The database refused twice. The call itself already happened: keep the events in
-                # the structured log (one JSON line each) rather than failing a finished call.
-                for entry in entries:
-                    logger.exception("Audit event not stored; kept here instead: %s", _as_log(entry))
-
-
-def _as_log(entry: AuditEntry) -> str:
-    return json.dumps({**asdict(entry), "created": entry.created.isoformat()}, default=str)
+    async def _store(entries: list[AuditEntry]) -> None:
+        try:
+            # core.db sweeps dead connections and retries once on a fresh one before giving up.
+            await audit_rows_insert_async(entries, execute=hot_path_execute)
+        except UNAVAILABLE:
+            # The call itself already happened: keep its row on disk until the database is back.
+            await asyncio.to_thread(audit_spool_append, entries)
+            return
+        except Exception:
+            # Not the database's absence, and not a row it refused: a fault of ours. Never lose
+            # the rows for it.
+            logger.exception("Audit batch of %d rows could not be stored; spooling it.", len(entries))
+            await asyncio.to_thread(audit_spool_append, entries)
+            return
+        audit_spool_replay_soon()
 
 
 _writer = _GroupCommitWriter()
 
 
 async def audit_record_async(entry: AuditEntry) -> None:
-    """Record an MCP event; returns once its row is committed (or, if the database is away, logged)."""
+    """Record an MCP event; returns once its row is committed (or, if the database is away, spooled)."""
     metrics_observe(entry)
+    await audit_write_async(entry)
+
+
+async def audit_write_async(entry: AuditEntry) -> None:
+    """Write ``entry`` through the group commit (no metrics: the caller counted it)."""
     if audit_enabled():
         await _writer.write(entry)

@@ -123,6 +123,8 @@ class GatehouseSettings:
     GATEHOUSE_COUNT_QUERIES = _Setting(_bool)
     GATEHOUSE_AUDIT = _Setting(_bool)
     AUDIT_RETENTION_DAYS = _Setting(_int)
+    AUDIT_SPOOL_DIR = _Setting(_str)
+    AUDIT_REFUSAL_WINDOW_SECONDS = _Setting(_int)
     TRUSTED_PROXY_COUNT = _Setting(_int)
     ACCESS_LOG = _Setting(_bool)
     METRICS_TOKEN = _Setting(_optional_str)

@@ -5,7 +5,10 @@ Two ways in:
 * ``hot_path_fetchone``: the one query every MCP request makes (``tokens``). On PostgreSQL it runs
   on the event loop through psycopg's own async pool, with no hop to a worker thread and no
   ``SELECT 1`` health check in front of it; psycopg prepares it on each connection after a few
-  uses. A connection the server cut is dropped and the query retried once on a fresh one.
+  uses. ``hot_path_execute``: the audit trail's writes, on the same pool. For both, a connection
+  the server cut is swept out with its idle siblings and the statement retried once on a fresh
+  one; a database still unreachable raises Django's ``OperationalError``, any other failure its
+  ``DatabaseError``.
 * ``db_call``: everything else (opening and ending sessions, tools' own work), through Django on
   its database thread. MCP requests never fire Django's request signals, which is where stale or
   broken connections are normally dropped, so it does that first.
@@ -23,7 +26,7 @@ from typing import Any, ParamSpec, TypeVar
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
-from django.db import DatabaseError, close_old_connections, connection, connections
+from django.db import DatabaseError, OperationalError, close_old_connections, connection, connections
 
 from core.conf import gatehouse_settings
 from core.querycount import querycount_add
@@ -59,6 +62,13 @@ class _HotPathPool:
         self._counting = False
 
     async def fetchone(self, sql: str, params: Sequence[Any]) -> tuple[Any, ...] | None:
+        return await self._run(sql, params, fetch=True)
+
+    async def execute(self, sql: str, params: Sequence[Any]) -> None:
+        """A statement whose result nobody reads (the audit trail's inserts), in autocommit."""
+        await self._run(sql, params, fetch=False)
+
+    async def _run(self, sql: str, params: Sequence[Any], *, fetch: bool) -> tuple[Any, ...] | None:
         import psycopg
         import psycopg_pool
 
@@ -70,32 +80,22 @@ class _HotPathPool:
                         if self._counting:
                             querycount_add()
                         cursor = await conn.execute(sql, params)
-                        return await cursor.fetchone()
+                        return await cursor.fetchone() if fetch else None
                 except psycopg.OperationalError:
                     # A connection the server cut (restart, failover, an operator's kill): its
                     # idle siblings were likely cut too. Sweep them out, then one fresh try before
-                    # calling the database unavailable.
+                    # calling the database unavailable. A write retried here may have committed
+                    # before its connection died: the audit trail's inserts are idempotent.
                     if attempt == 2:
                         raise
                     logger.warning("Hot-path database connection lost; retrying on a fresh one")
                     await pool.check()
-        except (psycopg.Error, psycopg_pool.PoolTimeout) as error:
+        except (psycopg.OperationalError, psycopg_pool.PoolTimeout) as error:
+            # Django's class for "the database is not there": callers tell it from a refused row.
+            raise OperationalError(str(error)) from error
+        except psycopg.Error as error:
             raise DatabaseError(str(error)) from error
         raise AssertionError("unreachable")
-
-    async def execute(self, sql: str, params: Sequence[Any]) -> None:
-        """A statement whose result nobody reads (the audit trail's inserts), in autocommit."""
-        import psycopg
-        import psycopg_pool
-
-        pool = self._pool or await self._open()
-        try:
-            async with pool.connection() as conn:
-                if self._counting:
-                    querycount_add()
-                await conn.execute(sql, params)
-        except (psycopg.Error, psycopg_pool.PoolTimeout) as error:
-            raise DatabaseError(str(error)) from error
 
     async def _open(self) -> Any:
         from psycopg_pool import AsyncConnectionPool

@@ -1,7 +1,9 @@
 """Throttles for the pages and OAuth endpoints a stranger can reach: authorize, login, registration.
 
-Each refusal is audited here, once, as ``rate.limited``; the caller decides how to answer it (the
-login page shows itself again, the OAuth endpoints let ``core.http_errors`` answer).
+Each refusal is audited here, once, as ``rate.limited``, counted with the refusals of the same
+person or address and limit in the same minute (``core.audit_refusals``); the caller decides how
+to answer it (the login page shows itself again, the OAuth endpoints let ``core.http_errors``
+answer).
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from typing import Any
 from django.http import HttpRequest
 from oauth2_provider.models import get_application_model
 
-from core.audit import audit_record
+from core.audit_refusals import audit_refusal_record
 from core.errors import RateLimited
 from core.models import AuditAction, AuditOutcome, RateLimitScope
 from core.ratelimit import rate_limit_http
@@ -38,7 +40,8 @@ def throttle_check(
     try:
         rate_limit_http(scope=scope, key=key)
     except RateLimited as refusal:
-        audit_record(
+        audit_refusal_record(
+            key=f"{scope}:{request.path}",
             action=AuditAction.RATE_LIMITED,
             outcome=AuditOutcome.DENIED,
             username=username,

@@ -5,7 +5,8 @@ checks it, so refusals by the guard (unknown tool, missing scope, rate limit) ar
 as what the tool did. Each request leaves exactly one event:
 
 * ``permission.denied`` when a scope was missing (-32001) and ``rate.limited`` when a limit refused
-  it (-32029), both with outcome ``denied``;
+  it (-32029), both with outcome ``denied``; rate-limit refusals of one person and tool are
+  counted into one row per minute after the first (``core.audit_refusals``);
 * otherwise ``tool.called`` / ``resource.read``, outcome ``ok``, or ``error`` with the JSON-RPC code
   (or the tool's own ``isError`` result), and the time it took.
 
@@ -26,6 +27,7 @@ from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.shared.exceptions import MCPError
 
 from core.audit import audit_arguments, audit_entry, audit_record_async
+from core.audit_refusals import audit_refusal_record_async
 from core.errors import PermissionDenied, RateLimited
 from core.models import AuditAction, AuditOutcome, RateLimitScope
 from mcp_gateway.asgi.scope_keys import SESSION_KEY
@@ -114,17 +116,19 @@ class AuditTrail:
             if notes:
                 detail["result"] = notes
             session = getattr(ctx.request, "scope", {}).get(SESSION_KEY)
-            await audit_record_async(
-                audit_entry(
-                    action=action,
-                    outcome=outcome,
-                    identity=identity_from_request(ctx.request),
-                    session_id=session.id if session is not None else "",
-                    target=target,
-                    duration_ms=round(elapsed_ms, 3),
-                    detail=detail,
-                )
+            entry = audit_entry(
+                action=action,
+                outcome=outcome,
+                identity=identity_from_request(ctx.request),
+                session_id=session.id if session is not None else "",
+                target=target,
+                duration_ms=round(elapsed_ms, 3),
+                detail=detail,
             )
+            if action == AuditAction.RATE_LIMITED:
+                await audit_refusal_record_async(entry, key=f"{limit_scope.value}:{target}")
+            else:
+                await audit_record_async(entry)
 
 
 def _is_tool_error(result: Any) -> bool:

@@ -10,6 +10,8 @@ from pydantic import BaseModel, Field, StringConstraints
 from accounts.scopes import SCOPE_READ, SCOPE_WRITE
 from accounts.services import DISPLAY_NAME_MAX, user_set_display_name
 from core.db import db_call
+from core.errors import InvalidInput
+from core.text_safety import text_unstorable_reason
 from mcp_gateway.identity import identity_from_context
 from mcp_gateway.registry import Toolset, tool
 
@@ -73,6 +75,11 @@ async def set_display_name(
     ],
     ctx: Context,
 ) -> DisplayName:
+    # PostgreSQL cannot store NUL, nor UTF-8 an unpaired surrogate: refuse them here, saying so,
+    # rather than let the database fail the call as "unavailable".
+    unstorable = text_unstorable_reason(display_name)
+    if unstorable is not None:
+        raise InvalidInput(f"display_name {unstorable}.", data={"field": "display_name"})
     identity = identity_from_context(ctx)
     user = await db_call(user_set_display_name, user_id=identity.user_id, display_name=display_name)
     return DisplayName(display_name=user.display_name)
