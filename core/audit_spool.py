@@ -167,8 +167,8 @@ class _Spool:
 _spool = _Spool()
 
 
-def _spool_files() -> Iterator[Path]:
-    directory = spool_dir()
+def _spool_files(directory: Path | None = None) -> Iterator[Path]:
+    directory = directory or spool_dir()
     if not directory.is_dir():
         return iter(())
     return iter(sorted(directory.glob(f"*{SPOOL_SUFFIX}")))
@@ -196,13 +196,19 @@ def audit_rows_write(entries: Sequence[AuditEntry]) -> None:
     audit_spool_replay_soon()
 
 
-def audit_spool_replay() -> int:
+def audit_spool_pending(*, directory: Path | None = None) -> int:
+    """How many spool files wait in ``directory`` (``AUDIT_SPOOL_DIR`` by default)."""
+    return len(list(_spool_files(directory)))
+
+
+def audit_spool_replay(*, directory: Path | None = None) -> int:
     """Insert every spooled row and delete the files replayed; the number of rows newly stored.
 
+    ``directory`` is ``AUDIT_SPOOL_DIR`` unless given (a directory copied from another host).
     Stops at the first file the database cannot take (unreachable again): that file and the ones
     after it stay for the next replay. A file another process holds locked is left for later."""
     stored = 0
-    for path in _spool_files():
+    for path in _spool_files(directory):
         try:
             handle = path.open("r+", encoding="utf-8")
         except FileNotFoundError:

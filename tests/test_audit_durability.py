@@ -165,3 +165,18 @@ def user(db):
     from tests.factories import UserFactory
 
     return UserFactory.create()
+
+
+def test_the_replay_command_stores_a_spool_directory_copied_from_elsewhere(tmp_path):
+    from django.core.management import call_command
+
+    from core.audit_spool import _as_line
+
+    elsewhere = tmp_path / "from-a-dead-host"
+    elsewhere.mkdir()
+    entry = AuditEntry(action=AuditAction.TOOL_CALLED, target="from-elsewhere")
+    (elsewhere / "audit-gone-7.jsonl").write_text(_as_line(entry))
+    call_command("audit_spool_replay", "--dir", str(elsewhere))
+    call_command("audit_spool_replay", "--dir", str(elsewhere))
+    assert AuditEvent.objects.filter(target="from-elsewhere").count() == 1
+    assert not list(elsewhere.glob("*.jsonl"))

@@ -99,6 +99,8 @@ class DaphneServer:
             "RATE_LIMIT_AUTHORIZE": "none",
             "RATE_LIMIT_LOGIN": "none",
             "RATE_LIMIT_REGISTER": "none",
+            # Audit rows the database cannot take wait here (core.audit_spool), not in the checkout.
+            "AUDIT_SPOOL_DIR": str(log_path.parent / "audit-spool"),
             **(extra_env or {}),
         }
         self.process: subprocess.Popen[bytes] | None = None
