@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import atexit
 import dataclasses
+import logging
 import threading
 import time
 import uuid
@@ -47,6 +48,7 @@ COUNT_KEY = "count"
 _SETTLE_SECONDS = 0.5
 
 _Key = tuple[str, int | None, str, str]
+logger = logging.getLogger(__name__)
 
 
 @dataclass
@@ -68,38 +70,30 @@ def _who(entry: AuditEntry) -> str:
 class _RefusalTally:
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._tallies: dict[_Key, _Tally] = {}
-        self._windows_written: dict[_Key, int] = {}
+        # Keyed by (key, window): a window's count stays apart from the next one's until flushed.
+        self._tallies: dict[tuple[_Key, int], _Tally] = {}
+        self._windows_written: set[tuple[_Key, int]] = set()
         self._wake = threading.Event()
         self._thread: threading.Thread | None = None
 
     def first_of_window(self, entry: AuditEntry, key: str) -> AuditEntry | None:
-        """The row to write now for this refusal, or None when it is counted for later."""
+        """The row to write now for this refusal, or None when it is counted for later. Never
+        touches the database itself: the async caller is on the event loop."""
         seconds = gatehouse_settings.AUDIT_REFUSAL_WINDOW_SECONDS
         window = int(entry.created.timestamp() // seconds)
-        tally_key: _Key = (str(entry.action), entry.tenant_id, _who(entry), key)
-        due: list[AuditEntry] = []
+        slot = ((str(entry.action), entry.tenant_id, _who(entry), key), window)
         with self._lock:
-            tally = self._tallies.get(tally_key)
-            if tally is not None and tally.window != window:
-                # A window passed before the flusher got to it: its count goes out now.
-                due.append(_aggregated_row(tally, key=key, seconds=seconds))
-                del self._tallies[tally_key]
-                tally = None
-            if self._windows_written.get(tally_key) != window:
-                self._windows_written[tally_key] = window
-                first = dataclasses.replace(entry, detail={**entry.detail, COUNT_KEY: 1})
+            self._start_flusher()
+            if slot not in self._windows_written:
+                self._windows_written.add(slot)
+                return dataclasses.replace(entry, detail={**entry.detail, COUNT_KEY: 1})
+            tally = self._tallies.get(slot)
+            if tally is None:
+                self._tallies[slot] = _Tally(window, 1, entry.created, entry)
             else:
-                first = None
-                if tally is None:
-                    self._tallies[tally_key] = _Tally(window, 1, entry.created, entry)
-                else:
-                    tally.count += 1
-                    tally.latest = entry
-                self._start_flusher()
-        if due:
-            audit_rows_write(due)
-        return first
+                tally.count += 1
+                tally.latest = entry
+        return None
 
     def flush(self, *, everything: bool = False) -> int:
         """Write the counts of the windows that ended (all of them with ``everything``)."""
@@ -107,13 +101,11 @@ class _RefusalTally:
         current = int(time.time() // seconds)
         rows: list[AuditEntry] = []
         with self._lock:
-            for tally_key, tally in list(self._tallies.items()):
-                if everything or tally.window < current:
-                    rows.append(_aggregated_row(tally, key=tally_key[3], seconds=seconds))
-                    del self._tallies[tally_key]
-            for tally_key, window in list(self._windows_written.items()):
-                if window < current:
-                    del self._windows_written[tally_key]
+            for slot, tally in list(self._tallies.items()):
+                if everything or slot[1] < current:
+                    rows.append(_aggregated_row(tally, key=slot[0][3], seconds=seconds))
+                    del self._tallies[slot]
+            self._windows_written = {slot for slot in self._windows_written if slot[1] >= current}
         audit_rows_write(rows)
         return len(rows)
 
@@ -130,6 +122,8 @@ class _RefusalTally:
                 return
             try:
                 self.flush()
+            except Exception:
+                logger.exception("Refusal counts could not be written; trying again next window.")
             finally:
                 # This thread's own connection: not held between windows.
                 connection.close()

@@ -193,6 +193,11 @@ def audit_rows_write(entries: Sequence[AuditEntry]) -> None:
     except UNAVAILABLE:
         audit_spool_append(entries)
         return
+    except Exception:
+        # Not the database's absence, and not a row it refused: a fault of ours. Keep the rows.
+        logger.exception("Audit rows could not be stored; spooling them.")
+        audit_spool_append(entries)
+        return
     audit_spool_replay_soon()
 
 
