@@ -346,3 +346,15 @@ async def test_the_management_endpoint_still_reads_a_registration(driver):
     assert response.status_code == 200
     assert response.json()["client_id"] == registration["client_id"]
     assert response.json()["redirect_uris"] == [REDIRECT_URI]
+
+
+@pytest.mark.parametrize("method", ["GET", "PUT", "DELETE"])
+async def test_a_nul_in_the_management_path_is_refused_not_a_500(driver, method):
+    response = await driver.http.request(
+        method,
+        "/oauth/register/a%00b/",
+        json=_metadata() if method == "PUT" else None,
+        headers={"Authorization": "Bearer garbage"},
+    )
+
+    _refused(response, "invalid_token", status=401)
