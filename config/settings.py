@@ -277,6 +277,19 @@ GATEHOUSE: dict[str, Any] = {
     "CIMD_CA_BUNDLE": env_optional("CIMD_CA_BUNDLE"),
     # `manage.py purge_unused_clients` deletes registered clients never used for this many days.
     "OAUTH_UNUSED_CLIENT_DAYS": env_int("OAUTH_UNUSED_CLIENT_DAYS", default=30, minimum=1),
+    # Bounds on what a client may register (oauth.registration_policy): the request body, its
+    # redirect URIs and its strings. client_name is stored in a 255-character column.
+    "OAUTH_REGISTRATION_MAX_BODY_BYTES": env_int(
+        "OAUTH_REGISTRATION_MAX_BODY_BYTES", default=64 * 1024, minimum=1024
+    ),
+    "OAUTH_CLIENT_MAX_REDIRECT_URIS": env_int("OAUTH_CLIENT_MAX_REDIRECT_URIS", default=10, minimum=1),
+    "OAUTH_CLIENT_MAX_REDIRECT_URI_LENGTH": env_int(
+        "OAUTH_CLIENT_MAX_REDIRECT_URI_LENGTH", default=2000, minimum=100
+    ),
+    "OAUTH_CLIENT_MAX_NAME_LENGTH": env_int("OAUTH_CLIENT_MAX_NAME_LENGTH", default=200, minimum=1),
+    "OAUTH_CLIENT_MAX_METADATA_STRING_LENGTH": env_int(
+        "OAUTH_CLIENT_MAX_METADATA_STRING_LENGTH", default=2000, minimum=100
+    ),
     # How many proxies (TLS terminator, load balancer) append to X-Forwarded-For in front of the
     # server; the client address is read that many entries from the right, never from the left.
     "TRUSTED_PROXY_COUNT": env_int("TRUSTED_PROXY_COUNT", default=0, minimum=0),

@@ -3,7 +3,6 @@ from __future__ import annotations
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
-from oauth2_provider import views as oauth2_views
 
 from config.health import health
 from core.metrics import metrics_view
@@ -22,7 +21,7 @@ oauth2_urlpatterns = [
     path("oauth/register/", oauth_views.DynamicClientRegistrationView.as_view(), name="dcr-register"),
     path(
         "oauth/register/<str:client_id>/",
-        oauth2_views.DynamicClientRegistrationManagementView.as_view(),
+        oauth_views.DynamicClientRegistrationManagementView.as_view(),
         name="dcr-register-management",
     ),
 ]

@@ -36,6 +36,8 @@ _ERROR_CODES: tuple[tuple[type[GatehouseError], str], ...] = (
 
 
 def error_code(error: GatehouseError) -> str:
+    if error.oauth_error:
+        return error.oauth_error
     for kind, code in _ERROR_CODES:
         if isinstance(error, kind):
             return code
