@@ -156,7 +156,7 @@ CSRF_COOKIE_SECURE = _https
 SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https") if _https else None
 SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", default=_https)
 # Load-balancer health checks and Prometheus scrapes reach the process directly, over plain http.
-SECURE_REDIRECT_EXEMPT = [r"^health$", r"^metrics$"]
+SECURE_REDIRECT_EXEMPT = [r"^health$", r"^health/ready$", r"^metrics$"]
 SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", default=365 * 24 * 3600 if _https else 0, minimum=0)
 SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", default=_https)
 # Preloading is the domain owner's decision (it names the registrable domain and is slow to undo),
@@ -298,6 +298,10 @@ GATEHOUSE: dict[str, Any] = {
         "login": env_rate("RATE_LIMIT_LOGIN", default="5/minute"),
         "register": env_rate("RATE_LIMIT_REGISTER", default="10/hour"),
     },
+    # While the shared storage (Redis) does not answer, each process counts alone
+    # (core.ratelimit_fallback): sign-in is then held to this stricter per-process limit (or to its
+    # own, if stricter still), since N processes would otherwise allow N times the guesses.
+    "RATE_LIMIT_LOGIN_FALLBACK": env_rate("RATE_LIMIT_LOGIN_FALLBACK", default="2/minute"),
     # Prometheus metrics at /metrics: open to these networks, or to anyone presenting the token.
     "METRICS_TOKEN": env_optional("METRICS_TOKEN"),
     "METRICS_ALLOWED_NETWORKS": env_list("METRICS_ALLOWED_NETWORKS", default=["127.0.0.1/32", "::1/128"]),
