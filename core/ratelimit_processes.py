@@ -4,13 +4,13 @@ Without a shared storage (``REDIS_URL`` unset: ``memory://``) each process keeps
 N processes allow N times every limit. That is fine for the embedded single-process default
 (SQLite), and wrong as soon as a second process serves the same PostgreSQL database.
 
-How a process knows it is not alone: each one tries to take a session-level PostgreSQL advisory
-lock on a connection of its own, held for the life of the process. The first takes it; any other
-fails to, and warns. PostgreSQL releases the lock the moment its session ends, so a process that
-crashed, was killed or lost its connection never leaves a lock behind: no false warning after a
-crash, unlike a heartbeat row, which outlives its process until a timeout says it is stale (and
-would need a table). The price is the other way round: if the holder's connection is cut while it
-runs, a process started later does not warn (a missed warning, never a false one).
+How a process knows it is not alone: each one takes a shared PostgreSQL advisory lock on a
+connection of its own, held for the life of the process, and counts the holders in ``pg_locks``;
+more than itself, and it warns. PostgreSQL drops a session's locks the moment the session ends, so a
+process that crashed, was killed or lost its connection is never counted: no false warning after a
+crash, unlike a heartbeat row, which outlives its process until a timeout calls it stale (and would
+need a table). Two processes starting at the same moment may both warn, rightly. The one way to
+miss a warning: a holder whose connection is cut while it runs stops being counted.
 """
 
 from __future__ import annotations
@@ -26,12 +26,17 @@ from core.ratelimit import rate_limit_storage_shared
 
 logger = logging.getLogger("core.ratelimit")
 
-# pg_try_advisory_lock's key: any constant no other code of ours uses; spells "GHRATEL1".
-ADVISORY_LOCK_KEY = 0x4748524154454C31
+# The advisory lock's two keys: constants no other code of ours uses ("GHRL", "proc").
+ADVISORY_LOCK_KEYS = (0x4748524C, 0x70726F63)
+_HOLDERS = """
+    SELECT count(*) FROM pg_locks
+    WHERE locktype = 'advisory' AND granted AND objsubid = 2 AND classid = %s AND objid = %s
+      AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
+"""
 SEVERAL_PROCESSES = (
-    "Rate limits are counted per process: REDIS_URL is not set and another Gatehouse process "
-    "already serves this database, so each process allows the full limit. Set REDIS_URL to share "
-    "the counts."
+    "Rate limits are counted per process: REDIS_URL is not set and {others} other Gatehouse "
+    "process(es) serve this database, so each process allows the full limit. Set REDIS_URL to "
+    "share the counts."
 )
 
 # The connection that holds the lock: kept for the life of the process, never used for anything else.
@@ -49,13 +54,12 @@ def rate_limit_processes_check() -> None:
         holder = connection.get_new_connection(connection.get_connection_params())
         holder.autocommit = True
         with holder.cursor() as cursor:
-            cursor.execute("SELECT pg_try_advisory_lock(%s)", [ADVISORY_LOCK_KEY])
-            (first,) = cursor.fetchone()
+            cursor.execute("SELECT pg_try_advisory_lock_shared(%s, %s)", ADVISORY_LOCK_KEYS)
+            cursor.execute(_HOLDERS, ADVISORY_LOCK_KEYS)
+            (holders,) = cursor.fetchone()
     except (DatabaseError, psycopg.Error, OSError) as error:
         logger.info("Could not check for other processes counting rate limits alone: %s", error)
         return
-    if first:
-        _holder = holder
-        return
-    holder.close()
-    logger.warning(SEVERAL_PROCESSES)
+    _holder = holder
+    if holders > 1:
+        logger.warning(SEVERAL_PROCESSES.format(others=holders - 1))
