@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+import csp.constants as _csp
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
@@ -68,6 +69,8 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    # Content-Security-Policy on every response (CONTENT_SECURITY_POLICY below).
+    "core.csp.ContentSecurityPolicyMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -78,6 +81,25 @@ MIDDLEWARE = [
     # Last, so a view's GatehouseError reaches it first (core.http_errors).
     "core.http_errors.GatehouseErrorMiddleware",
 ]
+
+# A strict Content-Security-Policy (django-csp; Django 5.2 has none of its own): only our own
+# scripts, styles (inline ones by nonce: templates/base.html) and images; no plugins, no framing, no
+# <base>; forms post to us only, plus the client's registered redirect URI on the pages of an
+# authorization request (core.csp). JSON answers carry it too, harmlessly.
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": [_csp.NONE],
+        "script-src": [_csp.SELF],
+        "style-src": [_csp.SELF, _csp.NONCE],
+        "img-src": [_csp.SELF, "data:"],
+        "font-src": [_csp.SELF],
+        "connect-src": [_csp.SELF],
+        "form-action": [_csp.SELF],
+        "frame-ancestors": [_csp.NONE],
+        "base-uri": [_csp.NONE],
+        "object-src": [_csp.NONE],
+    },
+}
 
 ROOT_URLCONF = "config.urls"
 ASGI_APPLICATION = "config.asgi.application"
@@ -156,7 +178,7 @@ CSRF_COOKIE_SECURE = _https
 SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https") if _https else None
 SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", default=_https)
 # Load-balancer health checks and Prometheus scrapes reach the process directly, over plain http.
-SECURE_REDIRECT_EXEMPT = [r"^health$", r"^metrics$"]
+SECURE_REDIRECT_EXEMPT = [r"^health$", r"^health/ready$", r"^metrics$"]
 SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", default=365 * 24 * 3600 if _https else 0, minimum=0)
 SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", default=_https)
 # Preloading is the domain owner's decision (it names the registrable domain and is slow to undo),
@@ -311,6 +333,10 @@ GATEHOUSE: dict[str, Any] = {
         "login": env_rate("RATE_LIMIT_LOGIN", default="5/minute"),
         "register": env_rate("RATE_LIMIT_REGISTER", default="10/hour"),
     },
+    # While the shared storage (Redis) does not answer, each process counts alone
+    # (core.ratelimit_fallback): sign-in is then held to this stricter per-process limit (or to its
+    # own, if stricter still), since N processes would otherwise allow N times the guesses.
+    "RATE_LIMIT_LOGIN_FALLBACK": env_rate("RATE_LIMIT_LOGIN_FALLBACK", default="2/minute"),
     # Prometheus metrics at /metrics: open to these networks, or to anyone presenting the token.
     "METRICS_TOKEN": env_optional("METRICS_TOKEN"),
     "METRICS_ALLOWED_NETWORKS": env_list("METRICS_ALLOWED_NETWORKS", default=["127.0.0.1/32", "::1/128"]),

@@ -4,7 +4,7 @@ from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
-from config.health import health
+from config.health import health, health_ready
 from core.metrics import metrics_view
 from oauth import views as oauth_views
 from oauth.authorize import ConsentView
@@ -35,5 +35,6 @@ urlpatterns = [
     path("admin/login/", AdminLoginView.as_view()),
     path("admin/", admin.site.urls),
     path("health", health, name="health"),
+    path("health/ready", health_ready, name="health-ready"),
     path("metrics", metrics_view, name="metrics"),
 ]

@@ -137,6 +137,7 @@ class GatehouseSettings:
     RATE_LIMIT_KEY_PREFIX = _Setting(_str)
     RATE_LIMIT_RULE_CACHE_SECONDS = _Setting(_int)
     RATE_LIMITS = _Setting(_rates)
+    RATE_LIMIT_LOGIN_FALLBACK = _Setting(_optional_str)
     # Stored credentials (core.crypto)
     DATA_SOURCE_ENCRYPTION_KEY = _Setting(_optional_str)
     # Toolsets (language_models, data_agent)
