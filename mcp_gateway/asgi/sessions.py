@@ -16,6 +16,7 @@ from typing import Any
 
 from django.utils import timezone
 from mcp_types import InitializeRequestParams
+from pydantic import BaseModel
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from core.asgi_http import request_header
@@ -32,6 +33,7 @@ from mcp_gateway.asgi.scope_keys import (
 from mcp_gateway.models import TerminationReason
 from mcp_gateway.sessions import (
     LiveSession,
+    session_client_check,
     session_is_idle,
     session_needs_touch,
     session_new_id,
@@ -101,6 +103,11 @@ class McpSessionMiddleware:
         async def opened(
             client: InitializeRequestParams | None, protocol_version: str
         ) -> list[tuple[bytes, bytes]]:
+            capabilities = _as_json(client.capabilities) if client else {}
+            # Refused (-32602) before anything is written; the exchange answers the request with it.
+            session_client_check(
+                client_info=_as_json(client.client_info) if client else {}, client_capabilities=capabilities
+            )
             # The row exists before the client can learn the id.
             await db_call(
                 session_open,
@@ -109,15 +116,15 @@ class McpSessionMiddleware:
                 protocol_version=protocol_version,
                 client_name=client.client_info.name if client else "",
                 client_version=client.client_info.version if client else "",
-                client_capabilities=client.capabilities.model_dump(
-                    mode="json", by_alias=True, exclude_none=True
-                )
-                if client
-                else {},
+                client_capabilities=capabilities,
             )
             return [(SESSION_HEADER, session_id.encode())]
 
         await self.app({**scope, INITIALIZED_HOOK_KEY: opened}, receive, send)
+
+
+def _as_json(model: BaseModel) -> dict[str, Any]:
+    return model.model_dump(mode="json", by_alias=True, exclude_none=True)
 
 
 def _narrowed(identity: Identity, session_scopes: frozenset[str]) -> Identity:
