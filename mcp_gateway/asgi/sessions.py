@@ -22,7 +22,9 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from core.asgi_http import request_header
 from core.db import db_call
 from core.identity import Identity
+from core.models import AuditAction
 from mcp_gateway.asgi.envelope import jsonrpc_error
+from mcp_gateway.asgi.refusals import edge_audit
 from mcp_gateway.asgi.scope_keys import (
     IDENTITY_KEY,
     INITIALIZED_HOOK_KEY,
@@ -46,6 +48,8 @@ SESSION_HEADER = b"mcp-session-id"
 
 SESSION_REQUIRED = "Bad Request: Missing session ID"
 SESSION_NOT_FOUND = "Session not found"
+REFUSED_UNKNOWN = "No live session of this caller has this id (unknown, ended, or another's)."
+REFUSED_IDLE = "The session was idle past its lifetime and has ended."
 NO_STREAM = "This server offers no standalone SSE stream; notifications arrive on each request's response."
 
 
@@ -73,10 +77,20 @@ class McpSessionMiddleware:
             return
         session: LiveSession | None = scope.get(LIVE_SESSION_KEY)
         now = timezone.now()
+        refusal = REFUSED_UNKNOWN
         if session is not None and session_is_idle(session=session, now=now):
             await db_call(session_terminate, session_id=session.id, reason=TerminationReason.EXPIRED)
-            session = None
+            session, refusal = None, REFUSED_IDLE
         if session is None:
+            # Unknown, ended, or another person's: the same 404 for all (none confirms the id
+            # exists), and an audit row, as a guessed or stolen id is worth an operator's look.
+            await edge_audit(
+                action=AuditAction.SESSION_REFUSED,
+                identity=identity,
+                session_id=session_id,
+                target=method,
+                detail={"reason": refusal},
+            )
             await jsonrpc_error(send, status=404, code=-32002, message=SESSION_NOT_FOUND)
             return
         if session_needs_touch(session=session, now=now):
