@@ -88,8 +88,10 @@ async def test_another_person_s_session_id_is_audited_as_refused(server, committ
     try:
         session_id = await owner_mcp.initialize(server.mcp_url)
         request_id = _stamp()
-        response = await intruder_mcp.request(
-            server.mcp_url, "tools/list", session_id=session_id, **{"x-request-id": request_id}
+        response = await intruder_mcp.http.post(
+            server.mcp_url,
+            json={"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
+            headers={**intruder_mcp.headers(session_id), "x-request-id": request_id},
         )
     finally:
         await owner_mcp.aclose()
