@@ -140,8 +140,24 @@ def session_terminate(*, session_id: str, reason: TerminationReason) -> bool:
     return True
 
 
+def session_terminate_for_inactive_tenants(*, tenant_id: int | None = None) -> int:
+    """End the live sessions of deactivated tenants (of one, given ``tenant_id``); returns how many.
+
+    Their tokens are already refused on the next request (``tokens``); this ends the sessions
+    themselves, each audited, so that reactivating the tenant does not bring them back.
+    """
+    live = McpSession.objects.filter(terminated_at__isnull=True, tenant__is_active=False)
+    if tenant_id is not None:
+        live = live.filter(tenant_id=tenant_id)
+    return sum(
+        session_terminate(session_id=session_id, reason=TerminationReason.TENANT)
+        for session_id in live.values_list("pk", flat=True)
+    )
+
+
 def session_purge() -> tuple[int, int]:
-    """End sessions idle past their lifetime; delete ended ones past retention. Returns (ended, deleted)."""
+    """End sessions idle past their lifetime (or of a deactivated tenant); delete ended ones past
+    retention. Returns (ended, deleted)."""
     now = timezone.now()
     idle = McpSession.objects.filter(terminated_at__isnull=True, last_seen__lte=now - _idle_limit())
     # One by one, so each ending is audited like any other; a sweep finds few at a time.
@@ -149,6 +165,8 @@ def session_purge() -> tuple[int, int]:
         session_terminate(session_id=session_id, reason=TerminationReason.EXPIRED)
         for session_id in idle.values_list("pk", flat=True)
     )
+    # A tenant deactivated by a bulk update (no save signal) is caught here.
+    ended += session_terminate_for_inactive_tenants()
     retention = timedelta(seconds=gatehouse_settings.MCP_SESSION_RETENTION_SECONDS)
     deleted, _ = McpSession.objects.filter(terminated_at__lte=now - retention).delete()
     # Answers nobody took (the waiting worker died first) are useless after the call's time limit.
