@@ -12,6 +12,7 @@ django_asgi_app = get_asgi_application()
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from django.urls import re_path  # noqa: E402
 
+from core.host_header import SingleHostMiddleware  # noqa: E402
 from core.request_context import RequestContextMiddleware  # noqa: E402
 from mcp_gateway.endpoint import mcp_app_build  # noqa: E402
 
@@ -27,5 +28,6 @@ router = ProtocolTypeRouter(
     }
 )
 
-# Outermost, so every response (pages, OAuth, MCP, errors) carries its X-Request-Id.
-application = RequestContextMiddleware(router)
+# Outermost, so every response (pages, OAuth, MCP, errors) carries its X-Request-Id; next, before
+# anything reads a Host header, the refusal of requests with two.
+application = RequestContextMiddleware(SingleHostMiddleware(router))
