@@ -24,7 +24,7 @@ INVALID_PARAMS = "Invalid parameters"
 # Bounds what a client's input can put in an answer or a log line.
 _MAX_LOCATION = 100
 _MAX_MESSAGE = 200
-_MAX_LOG = 2000
+_MAX_LOG = 1500
 
 
 def as_mcp_error(error: BaseException) -> MCPError:

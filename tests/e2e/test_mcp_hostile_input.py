@@ -79,6 +79,23 @@ async def test_a_request_id_that_is_not_a_string_or_an_integer_is_an_invalid_req
     assert message["id"] is None
 
 
+async def test_nan_or_infinity_anywhere_in_a_body_is_a_parse_error(server, raw):
+    session_id = await raw.initialize(server.mcp_url)
+    for constant in ("NaN", "Infinity", "-Infinity"):
+        body = '{"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "whoami", '
+        body += f'"arguments": {{"x": {constant}}}}}}}'
+        response = await _post_raw(raw, server, body.encode(), session_id)
+        assert response.status_code == 400, response.text
+        assert response.json()["error"]["code"] == -32700
+
+
+async def test_nan_inside_a_string_is_only_text(server, raw):
+    session_id = await raw.initialize(server.mcp_url)
+    body = b'{"jsonrpc": "2.0", "id": "NaN", "method": "ping", "params": {"_meta": {"note": "Infinity"}}}'
+    message = _only_message(await _post_raw(raw, server, body, session_id))
+    assert message == {"jsonrpc": "2.0", "id": "NaN", "result": {}}
+
+
 async def test_string_and_integer_request_ids_are_echoed(server, raw):
     session_id = await raw.initialize(server.mcp_url)
     for request_id in ('"abc"', "7", "-3"):
