@@ -117,3 +117,27 @@ async def test_a_foreign_host_or_origin_is_audited_as_a_refused_request(
     [event] = await audit_events(request_id)
     assert (event.action, event.target) == (AuditAction.REQUEST_REFUSED, target)
     assert event.detail[target] == value
+
+
+@pytest.mark.parametrize("session_id", ["caf\xe9-" + "x" * 5000, "' OR 1=1 --"])
+async def test_a_hostile_session_id_is_refused_and_audited_cut_to_the_column(server, committed, session_id):
+    membership = committed(MembershipFactory)
+    token = committed(AccessTokenFactory, membership=membership, resource=[server.mcp_url])
+    request_id = _stamp()
+    async with httpx.AsyncClient(timeout=15) as http:
+        response = await http.post(
+            server.mcp_url,
+            json={"jsonrpc": "2.0", "id": 1, "method": "ping"},
+            headers={
+                **MCP_HEADERS,
+                "authorization": f"Bearer {token.token}",
+                "mcp-protocol-version": "2025-11-25",
+                "mcp-session-id": session_id.encode("latin-1"),
+                "x-request-id": request_id,
+            },
+        )
+    assert response.status_code == 404
+    assert response.json()["error"]["code"] == -32002
+    [event] = await audit_events(request_id)
+    assert event.action == AuditAction.SESSION_REFUSED
+    assert event.session_id == session_id[:64]
