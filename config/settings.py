@@ -284,6 +284,12 @@ GATEHOUSE: dict[str, Any] = {
     # A rotated refresh token presented again this soon is a parallel or retried refresh (it gets a
     # new pair); later, it is a replay, and its whole token family is revoked.
     "OAUTH_REFRESH_GRACE_SECONDS": env_int("OAUTH_REFRESH_GRACE_SECONDS", default=30, minimum=0),
+    # What an MCP client's initialize may leave in its session row, as JSON bytes each: its
+    # clientInfo and its capabilities. Larger is refused with -32602.
+    "MCP_CLIENT_INFO_MAX_BYTES": env_int("MCP_CLIENT_INFO_MAX_BYTES", default=16384, minimum=256),
+    "MCP_CLIENT_CAPABILITIES_MAX_BYTES": env_int(
+        "MCP_CLIENT_CAPABILITIES_MAX_BYTES", default=16384, minimum=256
+    ),
     # How long each process trusts its copy of a tenant's enabled toolsets.
     "MCP_TOOLSET_CACHE_SECONDS": env_int("MCP_TOOLSET_CACHE_SECONDS", default=5, minimum=0),
     # Connections per worker for the query every MCP request makes (core.db).

@@ -114,6 +114,8 @@ class GatehouseSettings:
     MCP_SESSION_PURGE_INTERVAL_SECONDS = _Setting(_int)
     MCP_TOOLSET_CACHE_SECONDS = _Setting(_int)
     MCP_DB_POOL_SIZE = _Setting(_int)
+    MCP_CLIENT_INFO_MAX_BYTES = _Setting(_int)
+    MCP_CLIENT_CAPABILITIES_MAX_BYTES = _Setting(_int)
     # OAuth (oauth)
     OAUTH_REFRESH_GRACE_SECONDS = _Setting(_int)
     OAUTH_UNUSED_CLIENT_DAYS = _Setting(_int)
