@@ -114,15 +114,42 @@ def registration_request_check(request: HttpRequest) -> dict[str, Any]:
     return metadata
 
 
-def client_metadata_check(metadata: dict[str, Any]) -> None:
-    """Apply the policy to parsed client metadata (a registration, an update or a document).
+# RFC 7591 §2 fields by JSON type. DOT checks some of them itself, but lets others through to
+# the database (``"client_name": null`` reached a NOT NULL column), so the types are judged here.
+STRING_FIELDS = frozenset(
+    {
+        "client_name",
+        "client_uri",
+        "logo_uri",
+        "tos_uri",
+        "policy_uri",
+        "jwks_uri",
+        "scope",
+        "token_endpoint_auth_method",
+        "software_id",
+        "software_version",
+    }
+)
+STRING_LIST_FIELDS = frozenset({"redirect_uris", "grant_types", "response_types", "contacts"})
+WRONG_TYPE = "{field} must be {kind}."
 
-    Only what is well formed is judged here; a field of the wrong type is left to DOT's own
-    checks, which refuse it with ``invalid_client_metadata`` too.
-    """
+
+def _types_check(metadata: dict[str, Any]) -> None:
+    for field, value in metadata.items():
+        if field in STRING_FIELDS and not isinstance(value, str):
+            raise ClientMetadataRefused(WRONG_TYPE.format(field=field, kind="a string"))
+        if field in STRING_LIST_FIELDS and not (
+            isinstance(value, list) and all(isinstance(item, str) for item in value)
+        ):
+            raise ClientMetadataRefused(WRONG_TYPE.format(field=field, kind="an array of strings"))
+
+
+def client_metadata_check(metadata: dict[str, Any]) -> None:
+    """Apply the policy to parsed client metadata (a registration, an update or a document)."""
     reason = text_unstorable_reason(metadata)
     if reason is not None:
         raise ClientMetadataRefused(UNSTORABLE.format(reason=reason))
+    _types_check(metadata)
     _strings_check(metadata)
     uris = metadata.get("redirect_uris")
     if isinstance(uris, list):

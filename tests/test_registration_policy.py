@@ -117,3 +117,23 @@ def test_a_redirect_uri_refusal_answers_invalid_redirect_uri():
 
     assert refused.value.oauth_error == INVALID_REDIRECT_URI
     assert refused.value.http_status == 400
+
+
+@pytest.mark.parametrize(
+    "metadata",
+    [
+        pytest.param({"client_name": None}, id="null-name"),
+        pytest.param({"client_name": ["a"]}, id="list-name"),
+        pytest.param({"logo_uri": 5}, id="number-logo"),
+        pytest.param({"redirect_uris": "https://client.example/cb"}, id="string-uris"),
+        pytest.param({"grant_types": [None]}, id="null-grant"),
+        pytest.param({"contacts": [{"a": 1}]}, id="object-contact"),
+    ],
+)
+def test_a_field_of_the_wrong_json_type_is_invalid_metadata(metadata):
+    """Found by the fuzz test: ``"client_name": null`` got past DOT to a NOT NULL column (a 500)."""
+    with pytest.raises(ClientMetadataRefused) as refused:
+        client_metadata_check(metadata)
+
+    assert refused.value.oauth_error == INVALID_CLIENT_METADATA
+    assert "must be" in refused.value.message
