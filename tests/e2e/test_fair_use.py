@@ -27,7 +27,7 @@ from data_agent.models import AgentPreference, Ontology
 from data_agent.sample import ONTOLOGY_NAME
 from data_agent.selectors import data_source_url
 from tests.e2e.conftest import _serve, person_of
-from tests.e2e.harness import DaphneServer, MemoryTokenStorage, Person, sdk_client
+from tests.e2e.harness import DaphneServer, MemoryTokenStorage, Person, RoundRobin, sdk_client
 from tests.factories import MembershipFactory
 
 pytestmark = pytest.mark.django_db
@@ -39,17 +39,25 @@ TRIVIAL = "SELECT count(*) AS n FROM orders"
 RATE_LIMITED, TIMED_OUT, INVALID, FORBIDDEN = -32029, -32004, -32602, -32001
 
 
+# Queries time out after SLOW_SECONDS, with small caps, and run_query's expensive default applies.
+FAIR_USE_ENV = {
+    "DATA_AGENT_QUERY_TIMEOUT_SECONDS": str(SLOW_SECONDS),
+    "DATA_AGENT_CONCURRENT_QUERIES_PER_PERSON": str(PER_PERSON),
+    "DATA_AGENT_CONCURRENT_QUERIES_PER_TENANT": str(PER_TENANT),
+    "RATE_LIMIT_TOOL_EXPENSIVE": f"{EXPENSIVE_PER_MINUTE}/minute",
+}
+
+
 @pytest.fixture(scope="module")
 def fair_server(demo, database_url, tmp_path_factory) -> Iterator[DaphneServer]:
-    """Queries time out after SLOW_SECONDS here, with small caps, and run_query's expensive default."""
+    yield from _serve(tmp_path_factory, database_url, "fair-use", **FAIR_USE_ENV)
+
+
+@pytest.fixture(scope="module")
+def second_fair_server(fair_server, database_url, tmp_path_factory) -> Iterator[DaphneServer]:
+    """Another process behind the same public URL, sharing the database and Redis."""
     yield from _serve(
-        tmp_path_factory,
-        database_url,
-        "fair-use",
-        DATA_AGENT_QUERY_TIMEOUT_SECONDS=str(SLOW_SECONDS),
-        DATA_AGENT_CONCURRENT_QUERIES_PER_PERSON=str(PER_PERSON),
-        DATA_AGENT_CONCURRENT_QUERIES_PER_TENANT=str(PER_TENANT),
-        RATE_LIMIT_TOOL_EXPENSIVE=f"{EXPENSIVE_PER_MINUTE}/minute",
+        tmp_path_factory, database_url, "fair-use-second", public_url=fair_server.public_url, **FAIR_USE_ENV
     )
 
 
@@ -199,6 +207,34 @@ async def test_a_tenant_over_its_cap_is_refused_whoever_asks_until_a_query_ends(
     assert ended - started < SLOW_SECONDS / 2
     assert [outcome.error.code for _, outcome in outcomes] == [TIMED_OUT] * PER_TENANT
     assert not after.is_error
+
+
+async def test_a_person_s_cap_holds_across_server_processes(
+    fair_server, second_fair_server, acme_sales, acme_contributor
+):
+    kate = acme_contributor()
+    # Every request of this client goes to the second process, as a load balancer might send it.
+    to_second = RoundRobin([second_fair_server.port])
+    async with (
+        sessions(fair_server, kate, PER_PERSON) as first_process,
+        sdk_client(fair_server, kate, transport=to_second) as (second_process, _),
+    ):
+        with regions_locked(acme_sales) as waiting:
+            slow = [
+                asyncio.create_task(_timed(client.call_tool("run_query", _query(acme_sales, SLOW))))
+                for client in first_process
+            ]
+            await waiting(PER_PERSON)
+            started = time.monotonic()
+            ended, refusal = await _timed(second_process.call_tool("run_query", _query(acme_sales, TRIVIAL)))
+            outcomes = await asyncio.gather(*slow)
+        after = await second_process.call_tool("run_query", _query(acme_sales, TRIVIAL))
+
+    _assert_refused(refusal, limit=f"{PER_PERSON} concurrent queries per person")
+    assert ended - started < SLOW_SECONDS / 2
+    assert [outcome.error.code for _, outcome in outcomes] == [TIMED_OUT] * PER_PERSON
+    assert not after.is_error
+    assert set(to_second.served) == {second_fair_server.port}
 
 
 async def test_a_refused_or_failing_query_gives_its_slot_back(fair_server, acme_sales, acme_contributor):
