@@ -59,7 +59,7 @@ _pools_lock = threading.Lock()
 
 
 def _pool_enter(source_id: int, size: int) -> tuple[_SourcePool, object] | float:
-    """A thread of ``source_id``'s pool, or the seconds until the oldest query there ends."""
+    """A thread of ``source_id``'s pool, or (all busy) how long its oldest query has been running."""
     now = time.monotonic()
     with _pools_lock:
         pool = _pools.get(source_id)
@@ -72,7 +72,7 @@ def _pool_enter(source_id: int, size: int) -> tuple[_SourcePool, object] | float
                 ThreadPoolExecutor(max_workers=size, thread_name_prefix=f"data-source-{source_id}"), size
             )
         if len(pool.running) >= size:
-            return min(pool.running.values()) - now
+            return now - min(pool.running.values())
         token = object()
         pool.running[token] = now
         return pool, token
@@ -93,8 +93,9 @@ def _idle_pools_close() -> None:
             del _pools[source_id]
 
 
-def _source_refusal(size: int, oldest_left: float, timeout: float) -> RateLimited:
-    wait = math.ceil(timeout + CONNECT_TIMEOUT_SECONDS + oldest_left)
+def _source_refusal(size: int, oldest_running: float, timeout: float) -> RateLimited:
+    # The oldest query ends by its connect and statement timeouts at the latest.
+    wait = math.ceil(CONNECT_TIMEOUT_SECONDS + timeout - oldest_running)
     return RateLimited(
         limit=PER_SOURCE.format(n=size), retry_after_seconds=min(max(wait, 1), math.ceil(timeout))
     )

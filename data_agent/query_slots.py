@@ -111,14 +111,14 @@ class _LocalSlots:
     ) -> tuple[int, float]:
         now = time.monotonic()
         with self._lock:
-            held = [self._leases.setdefault(key, {}) for key in keys]
-            for which, (leases, limit) in enumerate(zip(held, limits, strict=True), start=1):
+            for which, (key, limit) in enumerate(zip(keys, limits, strict=True), start=1):
+                leases = self._leases.get(key, {})
                 for expired in [lease for lease, expiry in leases.items() if expiry <= now]:
                     del leases[expired]
                 if len(leases) >= limit:
                     return which, min(leases.values()) - now
-            for leases in held:
-                leases[lease_id] = now + lease_seconds
+            for key in keys:
+                self._leases.setdefault(key, {})[lease_id] = now + lease_seconds
         return 0, 0.0
 
     def give(self, keys: tuple[str, str], lease_id: str) -> None:
