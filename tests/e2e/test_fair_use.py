@@ -288,7 +288,7 @@ async def test_a_viewer_reads_their_own_preferences_and_still_cannot_change_them
     assert refused.value.error.data["missing"] == ["data_agent:write"]
 
 
-# (An unpaired surrogate is refused the same way, by the same check; the SDK client cannot send one.)
+# (An unpaired surrogate never reaches the tool: the SDK's argument validation refuses it first.)
 @pytest.mark.parametrize("argument", ["notes", "defaultTimePeriod"])
 async def test_preferences_that_postgresql_cannot_store_are_refused_saying_why(
     server, acme_contributor, argument
