@@ -358,6 +358,20 @@ GATEHOUSE: dict[str, Any] = {
     "DATA_AGENT_QUESTION_TIMEOUT_SECONDS": env_int(
         "DATA_AGENT_QUESTION_TIMEOUT_SECONDS", default=300, minimum=1
     ),
+    # Fair use of tenants' data sources (data_agent.query_pool, data_agent.query_slots): each query's
+    # statement time limit; how many queries one person and one tenant may have running at once
+    # (counted across processes in Redis when the rate-limit storage is Redis, else per process),
+    # a query over either refused at once; and each process's threads per data source.
+    "DATA_AGENT_QUERY_TIMEOUT_SECONDS": env_int("DATA_AGENT_QUERY_TIMEOUT_SECONDS", default=30, minimum=1),
+    "DATA_AGENT_CONCURRENT_QUERIES_PER_PERSON": env_int(
+        "DATA_AGENT_CONCURRENT_QUERIES_PER_PERSON", default=2, minimum=1
+    ),
+    "DATA_AGENT_CONCURRENT_QUERIES_PER_TENANT": env_int(
+        "DATA_AGENT_CONCURRENT_QUERIES_PER_TENANT", default=6, minimum=1
+    ),
+    "DATA_AGENT_QUERY_WORKERS_PER_SOURCE": env_int(
+        "DATA_AGENT_QUERY_WORKERS_PER_SOURCE", default=4, minimum=1
+    ),
 }
 
 # One JSON object per line (LOG_FORMAT=json, the default) or plain text (LOG_FORMAT=plain); every

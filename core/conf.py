@@ -145,6 +145,10 @@ class GatehouseSettings:
     # Toolsets (language_models, data_agent)
     LLM_MOCK_RESPONSES_FILE = _Setting(_optional_str)
     DATA_AGENT_QUESTION_TIMEOUT_SECONDS = _Setting(_int)
+    DATA_AGENT_QUERY_TIMEOUT_SECONDS = _Setting(_int)
+    DATA_AGENT_CONCURRENT_QUERIES_PER_PERSON = _Setting(_int)
+    DATA_AGENT_CONCURRENT_QUERIES_PER_TENANT = _Setting(_int)
+    DATA_AGENT_QUERY_WORKERS_PER_SOURCE = _Setting(_int)
 
     @classmethod
     def names(cls) -> frozenset[str]:
