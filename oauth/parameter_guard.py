@@ -6,7 +6,8 @@ username) then fails in PostgreSQL, which refuses NUL in ``text``, and the reque
 oauthlib re-reads the raw query too, so checking Django's decoded values would not be enough.
 
 So the raw bytes are checked once, before any view: every name and value of the query string, of
-a form-encoded body and of HTTP Basic client credentials. ``OAuthParameterGuardMiddleware``
+a form-encoded body and of HTTP Basic client credentials (a multipart body, which Django decodes
+itself, for NUL only). ``OAuthParameterGuardMiddleware``
 answers the OAuth endpoints in their own error shape (JSON ``invalid_request`` for the token and
 revocation endpoints; a plain page for the authorization endpoint, never a redirect to a URI that
 was not validated); the sign-in view calls ``request_unsafe_parameter`` itself, to answer with its
@@ -22,6 +23,7 @@ from functools import cache
 from urllib.parse import unquote_to_bytes
 
 from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.http.multipartparser import MultiPartParserError
 from django.shortcuts import render
 from django.urls import reverse
 from django.utils.deprecation import MiddlewareMixin
@@ -31,7 +33,9 @@ from core.http_errors import ERROR_TEMPLATE
 PARAMETER_HAS_NUL = "The {name} parameter contains a NUL character."
 PARAMETER_NOT_UTF8 = "The {name} parameter is not valid UTF-8."
 PARAMETER_NAME_UNSAFE = "A parameter name contains a NUL character or is not valid UTF-8."
+FORM_UNREADABLE = "The form body could not be read."
 FORM_CONTENT_TYPE = "application/x-www-form-urlencoded"
+MULTIPART_CONTENT_TYPE = "multipart/form-data"
 
 
 def _decoded(raw: bytes) -> str | None:
@@ -80,11 +84,24 @@ def _basic_credentials(request: HttpRequest) -> Iterator[tuple[bytes, bytes]]:
     yield b"client_secret", unquote_to_bytes(secret.replace(b"+", b" "))
 
 
+def _multipart_fields(request: HttpRequest) -> Iterator[tuple[bytes, bytes]]:
+    # Django has already decoded these (invalid UTF-8 became U+FFFD, which any column stores);
+    # only a NUL can still reach the database. Uploaded files are no parameters.
+    for name, values in request.POST.lists():
+        for value in values:
+            yield name.encode("utf-8", "surrogatepass"), value.encode("utf-8", "surrogatepass")
+
+
 def request_unsafe_parameter(request: HttpRequest) -> str | None:
     """Why a parameter of this request cannot be used (a message for the caller), else None."""
     sources: list[Iterator[tuple[bytes, bytes]]] = [_pairs(request.META.get("QUERY_STRING", ""))]
     if request.method == "POST" and request.content_type == FORM_CONTENT_TYPE:
         sources.append(_pairs(request.body))
+    elif request.method == "POST" and request.content_type == MULTIPART_CONTENT_TYPE:
+        try:
+            sources.append(iter(list(_multipart_fields(request))))
+        except MultiPartParserError:
+            return FORM_UNREADABLE
     sources.append(_basic_credentials(request))
     for source in sources:
         for name, value in source:

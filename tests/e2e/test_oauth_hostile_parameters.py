@@ -149,3 +149,13 @@ async def test_the_login_page_refuses_a_nul_in_next_on_get(browser):
     response = await browser.client.get("/accounts/login/?next=/oauth/authorize/%00")
     assert response.status_code == 400
     assert 'name="username"' in response.text
+
+
+async def test_a_nul_in_a_multipart_token_request_is_refused_too(driver):
+    client_id = await driver.register()
+    response = await driver.http.post(
+        "/oauth/token/",
+        files={"code": (None, "a\x00b")},
+        data={"grant_type": "authorization_code", "client_id": client_id},
+    )
+    _assert_oauth_invalid_request(response, naming="'code'")
