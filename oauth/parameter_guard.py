@@ -6,12 +6,12 @@ username) then fails in PostgreSQL, which refuses NUL in ``text``, and the reque
 oauthlib re-reads the raw query too, so checking Django's decoded values would not be enough.
 
 So the raw bytes are checked once, before any view: every name and value of the query string, of
-a form-encoded body and of HTTP Basic client credentials (a multipart body, which Django decodes
-itself, for NUL only). ``OAuthParameterGuardMiddleware``
-answers the OAuth endpoints in their own error shape (JSON ``invalid_request`` for the token and
-revocation endpoints; a plain page for the authorization endpoint, never a redirect to a URI that
-was not validated); the sign-in view calls ``request_unsafe_parameter`` itself, to answer with its
-own form. Registration (``/oauth/register/``) takes JSON and checks its own body.
+a form-encoded body and of HTTP Basic client credentials (of a multipart body, which Django
+decodes itself, for NUL only). ``OAuthParameterGuardMiddleware`` answers the OAuth endpoints in
+their own error shape (JSON ``invalid_request`` for the token and revocation endpoints; a plain
+page for the authorization endpoint, never a redirect to a URI that was not validated); the
+sign-in view calls ``request_unsafe_parameter`` itself, to answer with its own form.
+Registration (``/oauth/register/``) takes JSON and checks its own body.
 """
 
 from __future__ import annotations
