@@ -77,6 +77,8 @@ MIDDLEWARE = [
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
+    # Before any view reads an OAuth parameter: NUL or invalid UTF-8 is a 400, not a 500.
+    "oauth.parameter_guard.OAuthParameterGuardMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     # Last, so a view's GatehouseError reaches it first (core.http_errors).
     "core.http_errors.GatehouseErrorMiddleware",

@@ -69,14 +69,18 @@ class TokenView(oauth2_views.TokenView):
                 detail={"grant_type": grant_type, "scopes": token.scope.split()},
             )
         else:
+            detail = {
+                "grant_type": grant_type[:100],
+                "error": str(body.get("error", "")) or f"http_{response.status_code}",
+            }
+            if body.get("error_description"):
+                # Why, when the validator said: a deactivated tenant, a removed member.
+                detail["error_description"] = str(body["error_description"])[:200]
             audit_record(
                 action=action,
                 outcome=AuditOutcome.ERROR,
                 application=application_find(client_id=_client_id(request)),
-                detail={
-                    "grant_type": grant_type[:100],
-                    "error": str(body.get("error", "")) or f"http_{response.status_code}",
-                },
+                detail=detail,
             )
         return response
 
