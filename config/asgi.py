@@ -12,6 +12,8 @@ django_asgi_app = get_asgi_application()
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from django.urls import re_path  # noqa: E402
 
+from core.host_header import SingleHostMiddleware  # noqa: E402
+from core.ratelimit_processes import rate_limit_processes_check  # noqa: E402
 from core.request_context import RequestContextMiddleware  # noqa: E402
 from mcp_gateway.endpoint import mcp_app_build  # noqa: E402
 
@@ -27,5 +29,9 @@ router = ProtocolTypeRouter(
     }
 )
 
-# Outermost, so every response (pages, OAuth, MCP, errors) carries its X-Request-Id.
-application = RequestContextMiddleware(router)
+# Several processes without a shared rate-limit storage each count alone: say so at start.
+rate_limit_processes_check()
+
+# Outermost, so every response (pages, OAuth, MCP, errors) carries its X-Request-Id; next, before
+# anything reads a Host header, the refusal of requests with two.
+application = RequestContextMiddleware(SingleHostMiddleware(router))

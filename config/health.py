@@ -1,8 +1,16 @@
-"""``GET /health``: is this process up, and can it reach its database?
+"""``GET /health`` (liveness) and ``GET /health/ready`` (readiness), for load balancers and probes.
 
-For load balancers and uptime checks: 200 when the database answers, 503 when it does not, in both
-cases with ``{status, version, uptime_seconds, timestamp}`` so one look tells which build is
-running and since when. No authentication, and nothing in it an outsider could use.
+Both answer ``{status, version, uptime_seconds, timestamp}`` so one look tells which build is
+running and since when, plus ``reasons`` when the status is not ``ok``. No authentication, and
+nothing in them an outsider could use.
+
+* ``/health``: 200 while the process can serve, ``status`` ``ok`` or ``degraded`` (it serves, but
+  something is wrong: the rate-limit storage does not answer and limits are counted per process);
+  503 ``unavailable`` when the database does not answer. A liveness probe: restarting a process
+  does not bring Redis back.
+* ``/health/ready``: 200 only when ``ok``; 503 when degraded or unavailable. A readiness probe
+  (Kubernetes ``readinessProbe``): take the process out of rotation while it cannot keep the limits
+  shared. It keeps asking the storage, so it becomes ready again by itself.
 """
 
 from __future__ import annotations
@@ -16,7 +24,12 @@ from django.utils import timezone
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 
+from core.ratelimit import rate_limit_storage_probe
+from core.ratelimit_fallback import rate_limit_outage
+
 _STARTED = time.monotonic()
+OK, DEGRADED, UNAVAILABLE = "ok", "degraded", "unavailable"
+DATABASE_UNAVAILABLE = "database does not answer"
 
 
 def _version() -> str:
@@ -36,14 +49,37 @@ def database_answers() -> bool:
     return True
 
 
-@never_cache
-@require_GET
-def health(request: HttpRequest) -> JsonResponse:
-    healthy = database_answers()
-    body = {
-        "status": "ok" if healthy else "unavailable",
+def _status() -> tuple[str, list[str]]:
+    if not database_answers():
+        return UNAVAILABLE, [DATABASE_UNAVAILABLE]
+    rate_limit_storage_probe()
+    outage = rate_limit_outage()
+    if outage is not None:
+        return DEGRADED, [outage.reason]
+    return OK, []
+
+
+def _answer(*, ready: bool) -> JsonResponse:
+    status, reasons = _status()
+    body: dict[str, object] = {
+        "status": status,
         "version": _version(),
         "uptime_seconds": round(time.monotonic() - _STARTED, 1),
         "timestamp": timezone.now().isoformat(),
     }
-    return JsonResponse(body, status=200 if healthy else 503)
+    if reasons:
+        body["reasons"] = reasons
+    serving = status == OK if ready else status != UNAVAILABLE
+    return JsonResponse(body, status=200 if serving else 503)
+
+
+@never_cache
+@require_GET
+def health(request: HttpRequest) -> JsonResponse:
+    return _answer(ready=False)
+
+
+@never_cache
+@require_GET
+def health_ready(request: HttpRequest) -> JsonResponse:
+    return _answer(ready=True)

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+import csp.constants as _csp
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
@@ -68,16 +69,39 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    # Content-Security-Policy on every response (CONTENT_SECURITY_POLICY below).
+    "core.csp.ContentSecurityPolicyMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
+    # Before any view reads an OAuth parameter: NUL or invalid UTF-8 is a 400, not a 500.
+    "oauth.parameter_guard.OAuthParameterGuardMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     # Last, so a view's GatehouseError reaches it first (core.http_errors).
     "core.http_errors.GatehouseErrorMiddleware",
 ]
+
+# A strict Content-Security-Policy (django-csp; Django 5.2 has none of its own): only our own
+# scripts, styles (inline ones by nonce: templates/base.html) and images; no plugins, no framing, no
+# <base>; forms post to us only, plus the client's registered redirect URI on the pages of an
+# authorization request (core.csp). JSON answers carry it too, harmlessly.
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": [_csp.NONE],
+        "script-src": [_csp.SELF],
+        "style-src": [_csp.SELF, _csp.NONCE],
+        "img-src": [_csp.SELF, "data:"],
+        "font-src": [_csp.SELF],
+        "connect-src": [_csp.SELF],
+        "form-action": [_csp.SELF],
+        "frame-ancestors": [_csp.NONE],
+        "base-uri": [_csp.NONE],
+        "object-src": [_csp.NONE],
+    },
+}
 
 ROOT_URLCONF = "config.urls"
 ASGI_APPLICATION = "config.asgi.application"
@@ -156,7 +180,7 @@ CSRF_COOKIE_SECURE = _https
 SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https") if _https else None
 SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", default=_https)
 # Load-balancer health checks and Prometheus scrapes reach the process directly, over plain http.
-SECURE_REDIRECT_EXEMPT = [r"^health$", r"^metrics$"]
+SECURE_REDIRECT_EXEMPT = [r"^health$", r"^health/ready$", r"^metrics$"]
 SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", default=365 * 24 * 3600 if _https else 0, minimum=0)
 SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", default=_https)
 # Preloading is the domain owner's decision (it names the registrable domain and is slow to undo),
@@ -262,6 +286,12 @@ GATEHOUSE: dict[str, Any] = {
     # A rotated refresh token presented again this soon is a parallel or retried refresh (it gets a
     # new pair); later, it is a replay, and its whole token family is revoked.
     "OAUTH_REFRESH_GRACE_SECONDS": env_int("OAUTH_REFRESH_GRACE_SECONDS", default=30, minimum=0),
+    # What an MCP client's initialize may leave in its session row, as JSON bytes each: its
+    # clientInfo and its capabilities. Larger is refused with -32602.
+    "MCP_CLIENT_INFO_MAX_BYTES": env_int("MCP_CLIENT_INFO_MAX_BYTES", default=16384, minimum=256),
+    "MCP_CLIENT_CAPABILITIES_MAX_BYTES": env_int(
+        "MCP_CLIENT_CAPABILITIES_MAX_BYTES", default=16384, minimum=256
+    ),
     # How long each process trusts its copy of a tenant's enabled toolsets.
     "MCP_TOOLSET_CACHE_SECONDS": env_int("MCP_TOOLSET_CACHE_SECONDS", default=5, minimum=0),
     # Connections per worker for the query every MCP request makes (core.db).
@@ -283,6 +313,19 @@ GATEHOUSE: dict[str, Any] = {
     "CIMD_CA_BUNDLE": env_optional("CIMD_CA_BUNDLE"),
     # `manage.py purge_unused_clients` deletes registered clients never used for this many days.
     "OAUTH_UNUSED_CLIENT_DAYS": env_int("OAUTH_UNUSED_CLIENT_DAYS", default=30, minimum=1),
+    # Bounds on what a client may register (oauth.registration_policy): the request body, its
+    # redirect URIs and its strings. client_name is stored in a 255-character column.
+    "OAUTH_REGISTRATION_MAX_BODY_BYTES": env_int(
+        "OAUTH_REGISTRATION_MAX_BODY_BYTES", default=64 * 1024, minimum=1024
+    ),
+    "OAUTH_CLIENT_MAX_REDIRECT_URIS": env_int("OAUTH_CLIENT_MAX_REDIRECT_URIS", default=10, minimum=1),
+    "OAUTH_CLIENT_MAX_REDIRECT_URI_LENGTH": env_int(
+        "OAUTH_CLIENT_MAX_REDIRECT_URI_LENGTH", default=2000, minimum=100
+    ),
+    "OAUTH_CLIENT_MAX_NAME_LENGTH": env_int("OAUTH_CLIENT_MAX_NAME_LENGTH", default=200, minimum=1),
+    "OAUTH_CLIENT_MAX_METADATA_STRING_LENGTH": env_int(
+        "OAUTH_CLIENT_MAX_METADATA_STRING_LENGTH", default=2000, minimum=100
+    ),
     # How many proxies (TLS terminator, load balancer) append to X-Forwarded-For in front of the
     # server; the client address is read that many entries from the right, never from the left.
     "TRUSTED_PROXY_COUNT": env_int("TRUSTED_PROXY_COUNT", default=0, minimum=0),
@@ -304,6 +347,10 @@ GATEHOUSE: dict[str, Any] = {
         "login": env_rate("RATE_LIMIT_LOGIN", default="5/minute"),
         "register": env_rate("RATE_LIMIT_REGISTER", default="10/hour"),
     },
+    # While the shared storage (Redis) does not answer, each process counts alone
+    # (core.ratelimit_fallback): sign-in is then held to this stricter per-process limit (or to its
+    # own, if stricter still), since N processes would otherwise allow N times the guesses.
+    "RATE_LIMIT_LOGIN_FALLBACK": env_rate("RATE_LIMIT_LOGIN_FALLBACK", default="2/minute"),
     # Prometheus metrics at /metrics: open to these networks, or to anyone presenting the token.
     "METRICS_TOKEN": env_optional("METRICS_TOKEN"),
     "METRICS_ALLOWED_NETWORKS": env_list("METRICS_ALLOWED_NETWORKS", default=["127.0.0.1/32", "::1/128"]),
@@ -318,6 +365,20 @@ GATEHOUSE: dict[str, Any] = {
     # The whole of one ask_question run, waiting on the person for clarification included.
     "DATA_AGENT_QUESTION_TIMEOUT_SECONDS": env_int(
         "DATA_AGENT_QUESTION_TIMEOUT_SECONDS", default=300, minimum=1
+    ),
+    # Fair use of tenants' data sources (data_agent.query_pool, data_agent.query_slots): each query's
+    # statement time limit; how many queries one person and one tenant may have running at once
+    # (counted across processes in Redis when the rate-limit storage is Redis, else per process),
+    # a query over either refused at once; and each process's threads per data source.
+    "DATA_AGENT_QUERY_TIMEOUT_SECONDS": env_int("DATA_AGENT_QUERY_TIMEOUT_SECONDS", default=30, minimum=1),
+    "DATA_AGENT_CONCURRENT_QUERIES_PER_PERSON": env_int(
+        "DATA_AGENT_CONCURRENT_QUERIES_PER_PERSON", default=2, minimum=1
+    ),
+    "DATA_AGENT_CONCURRENT_QUERIES_PER_TENANT": env_int(
+        "DATA_AGENT_CONCURRENT_QUERIES_PER_TENANT", default=6, minimum=1
+    ),
+    "DATA_AGENT_QUERY_WORKERS_PER_SOURCE": env_int(
+        "DATA_AGENT_QUERY_WORKERS_PER_SOURCE", default=4, minimum=1
     ),
 }
 

@@ -3,9 +3,8 @@ from __future__ import annotations
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
-from oauth2_provider import views as oauth2_views
 
-from config.health import health
+from config.health import health, health_ready
 from core.metrics import metrics_view
 from oauth import views as oauth_views
 from oauth.authorize import ConsentView
@@ -22,7 +21,7 @@ oauth2_urlpatterns = [
     path("oauth/register/", oauth_views.DynamicClientRegistrationView.as_view(), name="dcr-register"),
     path(
         "oauth/register/<str:client_id>/",
-        oauth2_views.DynamicClientRegistrationManagementView.as_view(),
+        oauth_views.DynamicClientRegistrationManagementView.as_view(),
         name="dcr-register-management",
     ),
 ]
@@ -36,5 +35,6 @@ urlpatterns = [
     path("admin/login/", AdminLoginView.as_view()),
     path("admin/", admin.site.urls),
     path("health", health, name="health"),
+    path("health/ready", health_ready, name="health-ready"),
     path("metrics", metrics_view, name="metrics"),
 ]

@@ -19,6 +19,9 @@ class GatehouseError(Exception):
     jsonrpc_code = -32603
     http_status = 500
     default_message = INTERNAL_ERROR
+    # The OAuth error code a subclass answers with when its standard names one (RFC 7591's
+    # ``invalid_client_metadata``, say); otherwise ``core.http_errors`` picks one by class.
+    oauth_error: str | None = None
 
     def __init__(self, message: str | None = None, *, data: dict[str, Any] | None = None) -> None:
         self.message = message or self.default_message

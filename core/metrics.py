@@ -8,6 +8,9 @@ Counters and histograms (``prometheus_client``):
 * ``gatehouse_resource_reads_total{tenant,outcome}``, the same for ``resources/read``;
 * ``gatehouse_oauth_events_total{event,outcome}``: logins, consents, client registrations, tokens;
 * ``gatehouse_rate_limit_refusals_total{scope}``;
+* ``gatehouse_rate_limit_fallbacks_total``: outages of the shared rate-limit storage this process
+  lived through, and ``gatehouse_rate_limit_fallback_active``, 1 per process counting on its own now
+  (core.ratelimit_fallback);
 * ``gatehouse_sessions_events_total{event}``: MCP sessions created and terminated.
 
 Apps add their own: counters they define at import (``language_models.metrics``), and collectors
@@ -38,7 +41,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.http import HttpRequest, HttpResponse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
-from prometheus_client import REGISTRY, CollectorRegistry, Counter, Histogram, multiprocess
+from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histogram, multiprocess
 from prometheus_client.exposition import choose_encoder
 from prometheus_client.registry import Collector
 
@@ -69,6 +72,16 @@ OAUTH_EVENTS = Counter(
     "gatehouse_oauth_events", "Logins, consents, client registrations and tokens.", ["event", "outcome"]
 )
 RATE_LIMIT_REFUSALS = Counter("gatehouse_rate_limit_refusals", "Requests refused by a rate limit.", ["scope"])
+RATE_LIMIT_FALLBACKS = Counter(
+    "gatehouse_rate_limit_fallbacks",
+    "Times the shared rate-limit storage stopped answering and this process began counting alone.",
+)
+# Summed over the live processes in multiprocess mode: how many count alone right now.
+RATE_LIMIT_FALLBACK_ACTIVE = Gauge(
+    "gatehouse_rate_limit_fallback_active",
+    "1 while this process counts rate limits alone because the shared storage does not answer.",
+    multiprocess_mode="livesum",
+)
 SESSION_EVENTS = Counter("gatehouse_sessions_events", "MCP sessions created and terminated.", ["event"])
 _OAUTH_ACTIONS = frozenset(
     action.value

@@ -33,9 +33,10 @@ limits of many thousands per period.
 Storage: ``RATE_LIMIT_STORAGE_URL``, Redis in production so every worker of every
 replica shares one count; ``memory://`` counts per process (development). Each process (and event
 loop) keeps a bounded pool of Redis connections, so a burst queues for one. When the storage does not
-answer we fail open: the request is allowed, a warning is logged at most once a minute, and the
-storage is left alone for a few seconds so that a dead Redis costs each call no timeout. Refusing
-every call because the limiter's own store is down would turn a Redis outage into a full outage.
+answer, limits are never dropped: each process counts alone in memory until it answers again (sign-in
+at a stricter limit), and says so once in the log, in metrics and in ``/health``; see
+core.ratelimit_fallback. Starting several processes without a shared storage is warned about at start
+(core.ratelimit_processes).
 """
 
 from __future__ import annotations
@@ -57,7 +58,7 @@ from limits.limits import (
     RateLimitItemPerMinute,
     RateLimitItemPerSecond,
 )
-from limits.storage import storage_from_string
+from limits.storage import MemoryStorage, storage_from_string
 from limits.strategies import MovingWindowRateLimiter
 
 from core.conf import gatehouse_settings
@@ -65,6 +66,13 @@ from core.db import db_call
 from core.errors import RateLimited
 from core.identity import Identity
 from core.models import RateLimitRule, RateLimitScope
+from core.ratelimit_fallback import (
+    fallback_item,
+    shared_storage_answered,
+    shared_storage_due,
+    shared_storage_failed,
+    shared_storage_probe_due,
+)
 from core.ratelimit_rules import PER_IP_SCOPES
 
 logger = logging.getLogger(__name__)
@@ -78,10 +86,7 @@ STORAGE_TIMEOUT_SECONDS = 0.5
 STORAGE_POOL_SIZE = 50
 STORAGE_POOL_WAIT_SECONDS = 2.0
 _POOLED_SCHEMES = frozenset({"redis", "rediss", "redis+unix"})
-# After a storage failure, calls are let through without asking it again for this long.
-STORAGE_PAUSE_SECONDS = 5.0
-STORAGE_WARNING_INTERVAL_SECONDS = 60.0
-STORAGE_UNAVAILABLE = "Rate limit storage unavailable; allowing requests until it answers again"
+_PER_PROCESS_SCHEMES = frozenset({"memory", "async+memory"})
 # The counter of resource reads that no prefix rule singles out.
 EVERY_RESOURCE = "*"
 
@@ -212,22 +217,12 @@ def rate_limit_for(
 
 
 class _Store:
-    """One storage and limiter for one storage URL and key prefix, and its failure memory."""
+    """One storage and limiter for one storage URL and key prefix, and the per-process limiter
+    that stands in for it while it does not answer (None when it is per-process already)."""
 
-    def __init__(self, limiter: Any) -> None:
+    def __init__(self, limiter: Any, fallback: Any | None) -> None:
         self.limiter = limiter
-        self.paused_until = 0.0
-
-    def available(self) -> bool:
-        return time.monotonic() >= self.paused_until
-
-    def failed(self, error: BaseException) -> None:
-        global _last_warning
-        now = time.monotonic()
-        self.paused_until = now + STORAGE_PAUSE_SECONDS
-        if now - _last_warning >= STORAGE_WARNING_INTERVAL_SECONDS:
-            _last_warning = now
-            logger.warning("%s: %s", STORAGE_UNAVAILABLE, error)
+        self.fallback = fallback
 
     @property
     def errors(self) -> tuple[type[BaseException], ...]:
@@ -235,10 +230,14 @@ class _Store:
         return (*(base if isinstance(base, tuple) else (base,)), OSError)
 
 
-_last_warning = -math.inf
 _sync_stores: dict[tuple[str, str], _Store] = {}
 # The asyncio Redis client belongs to the event loop it first ran on.
 _async_stores: dict[tuple[str, str], tuple[asyncio.AbstractEventLoop, _Store]] = {}
+
+
+def rate_limit_storage_shared(url: str) -> bool:
+    """Whether a storage URL is shared by processes (Redis and the like), not one process's memory."""
+    return urlsplit(url).scheme not in _PER_PROCESS_SCHEMES
 
 
 def _storage_options(url: str, *, asynchronous: bool) -> dict[str, Any]:
@@ -290,7 +289,8 @@ def _sync_store() -> _Store:
     if store is None:
         url, prefix = config
         storage = storage_from_string(url, key_prefix=prefix, **_storage_options(url, asynchronous=False))
-        store = _sync_stores[config] = _Store(_STRATEGY(storage))
+        fallback = _STRATEGY(MemoryStorage()) if rate_limit_storage_shared(url) else None
+        store = _sync_stores[config] = _Store(_STRATEGY(storage), fallback)
     return store
 
 
@@ -303,7 +303,9 @@ def _async_store() -> _Store:
         plain_url = url.removeprefix("async+")
         options = _storage_options(plain_url, asynchronous=True)
         storage = storage_from_string(f"async+{plain_url}", key_prefix=prefix, **options)
-        entry = _async_stores[config] = (loop, _Store(_ASYNC_STRATEGY(storage)))
+        shared = rate_limit_storage_shared(plain_url)
+        fallback = _ASYNC_STRATEGY(storage_from_string("async+memory://")) if shared else None
+        entry = _async_stores[config] = (loop, _Store(_ASYNC_STRATEGY(storage), fallback))
     return entry[1]
 
 
@@ -311,6 +313,60 @@ def _refusal(applied: AppliedLimit, reset_time: float | None) -> RateLimited:
     period = applied.period_seconds
     wait = period if reset_time is None else math.ceil(reset_time - time.time())
     return RateLimited(limit=applied.text, retry_after_seconds=min(max(wait, 1), period))
+
+
+async def _hit_async(limiter: Any, item: RateLimitItem, identifiers: tuple[Any, ...]) -> float | None:
+    """Count one hit: None when allowed, else when the oldest counted hit leaves the window."""
+    if await limiter.hit(item, *identifiers):
+        return None
+    return float((await limiter.get_window_stats(item, *identifiers)).reset_time)
+
+
+def _hit(limiter: Any, item: RateLimitItem, identifiers: tuple[Any, ...]) -> float | None:
+    if limiter.hit(item, *identifiers):
+        return None
+    return float(limiter.get_window_stats(item, *identifiers).reset_time)
+
+
+def _stand_in(applied: AppliedLimit, *, scope: str) -> AppliedLimit:
+    return AppliedLimit(fallback_item(scope=scope, item=applied.item), applied.counted_as)
+
+
+async def _count_async(
+    store: _Store, applied: AppliedLimit, identifiers: tuple[Any, ...], *, scope: str
+) -> tuple[AppliedLimit, float | None]:
+    """Count in the shared storage, or in this process's while it does not answer: the limit
+    counted against, and None (allowed) or when a slot frees."""
+    if store.fallback is None:
+        return applied, await _hit_async(store.limiter, applied.item, identifiers)
+    if shared_storage_due():
+        try:
+            reset_time = await _hit_async(store.limiter, applied.item, identifiers)
+        except store.errors as error:
+            shared_storage_failed(error)
+        else:
+            shared_storage_answered()
+            return applied, reset_time
+    stand_in = _stand_in(applied, scope=scope)
+    return stand_in, await _hit_async(store.fallback, stand_in.item, identifiers)
+
+
+def _count(
+    store: _Store, applied: AppliedLimit, identifiers: tuple[Any, ...], *, scope: str
+) -> tuple[AppliedLimit, float | None]:
+    """``_count_async``, for the synchronous storage."""
+    if store.fallback is None:
+        return applied, _hit(store.limiter, applied.item, identifiers)
+    if shared_storage_due():
+        try:
+            reset_time = _hit(store.limiter, applied.item, identifiers)
+        except store.errors as error:
+            shared_storage_failed(error)
+        else:
+            shared_storage_answered()
+            return applied, reset_time
+    stand_in = _stand_in(applied, scope=scope)
+    return stand_in, _hit(store.fallback, stand_in.item, identifiers)
 
 
 async def rate_limit_mcp(
@@ -323,18 +379,10 @@ async def rate_limit_mcp(
         return
     if applied.item.amount == 0:
         raise _refusal(applied, None)
-    store = _async_store()
-    if not store.available():
-        return
     identifiers = (scope, identity.tenant_id, identity.user_id, applied.counted_as)
-    try:
-        if await store.limiter.hit(applied.item, *identifiers):
-            return
-        stats = await store.limiter.get_window_stats(applied.item, *identifiers)
-    except store.errors as error:
-        store.failed(error)
-        return
-    raise _refusal(applied, stats.reset_time)
+    counted, reset_time = await _count_async(_async_store(), applied, identifiers, scope=scope)
+    if reset_time is not None:
+        raise _refusal(counted, reset_time)
 
 
 def rate_limit_http(*, scope: RateLimitScope, key: str) -> None:
@@ -344,15 +392,24 @@ def rate_limit_http(*, scope: RateLimitScope, key: str) -> None:
         return
     if applied.item.amount == 0:
         raise _refusal(applied, None)
+    counted, reset_time = _count(_sync_store(), applied, (scope, key), scope=scope)
+    if reset_time is not None:
+        raise _refusal(counted, reset_time)
+
+
+def rate_limit_storage_probe() -> None:
+    """Ask the shared storage whether it answers, when it is due (config.health): so that a process
+    with no limited traffic still notices an outage, and one in fallback notices the recovery
+    without waiting for a request. At most once per pause; nothing for a per-process storage."""
     store = _sync_store()
-    if not store.available():
+    if store.fallback is None or not shared_storage_probe_due():
         return
-    identifiers = (scope, key)
     try:
-        if store.limiter.hit(applied.item, *identifiers):
-            return
-        stats = store.limiter.get_window_stats(applied.item, *identifiers)
+        answers = store.limiter.storage.check()
     except store.errors as error:
-        store.failed(error)
+        shared_storage_failed(error)
         return
-    raise _refusal(applied, stats.reset_time)
+    if answers:
+        shared_storage_answered()
+    else:
+        shared_storage_failed(ConnectionError("no answer to PING"))

@@ -7,7 +7,6 @@ ontology's tables and runs read-only, time- and row-limited, exactly as ``run_qu
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from collections.abc import Sequence
@@ -33,7 +32,9 @@ from data_agent.ask_schemas import (
 )
 from data_agent.charts import ChartUnusable, chart_spec_build
 from data_agent.executor import DEFAULT_MAX_ROWS, QueryResult
-from data_agent.query_run import QueryRun, query_gate_and_run
+from data_agent.query_pool import QuerySource, query_run_fairly
+from data_agent.query_run import QueryRun
+from data_agent.query_slots import QueryCaller
 from data_agent.result_checks import result_findings
 from data_agent.selectors import (
     Catalog,
@@ -81,6 +82,9 @@ class ModelUsage:
 class QuestionContext:
     catalog: Catalog
     source_url: str = field(repr=False)
+    # Whose question, on which data source: the fair-use limits count the query against both.
+    source_id: int
+    caller: QueryCaller
     model: ModelConfig
     preferences: dict[str, str]
     today: date
@@ -118,6 +122,8 @@ def question_context_load(*, tenant_id: int, user_id: int, ontology_id: str) -> 
     return QuestionContext(
         catalog=ontology_catalog(ontology=ontology),
         source_url=data_source_url(data_source=ontology.data_source),
+        source_id=ontology.data_source_id,
+        caller=QueryCaller(tenant_id=tenant_id, user_id=user_id),
         model=model,
         preferences=preferences,
         today=timezone.localdate(),
@@ -277,14 +283,14 @@ class QuestionRun:
             built = await self._model("sql_builder", messages, SqlBuilderReply)
             await self._enter(4)
             try:
-                run = await asyncio.to_thread(
-                    query_gate_and_run,
-                    sql=built.sql,
+                source = QuerySource(
+                    id=context.source_id,
                     kind=context.catalog.dialect,
                     url=context.source_url,
                     allowed_tables=context.catalog.source_tables,
                     datasets_by_table=context.catalog.datasets_by_table,
                 )
+                run = await query_run_fairly(caller=context.caller, source=source, sql=built.sql)
                 self.sql = run.gated.sql
                 return run
             except InvalidInput as refusal:

@@ -3,8 +3,9 @@
 These are the second line of defence: even SQL that slipped past the gate cannot write (a
 read-only transaction, or SQLite opened ``mode=ro`` with ``query_only``), cannot run long (a
 statement timeout, or a progress handler), and cannot return more than ``max_rows`` rows (a
-server-side cursor fetches one row more, only to know it was truncated). Synchronous: tools call it
-through ``asyncio.to_thread``.
+server-side cursor fetches one row more, only to know it was truncated). Synchronous: tools run it
+on their data source's own threads (``data_agent.query_pool``), which may stop it early through a
+``QueryCancel`` when the caller has gone.
 
 Connection URLs carry passwords: no error message or log line here ever includes one, nor the
 driver's own connection error text (which names hosts).
@@ -15,8 +16,10 @@ from __future__ import annotations
 import datetime
 import logging
 import sqlite3
+import threading
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
@@ -36,11 +39,46 @@ CONNECT_TIMEOUT_SECONDS = 5
 SQLITE_PROGRESS_STEPS = 10_000
 
 QUERY_TIMED_OUT = "The query ran longer than its time limit and was cancelled."
+QUERY_CANCELLED = "The query was cancelled: its caller stopped waiting for it."
 SOURCE_UNAVAILABLE = "The data source is unreachable; try again shortly or ask an admin to check it."
 QUERY_READ_ONLY = "The query tried to write; queries run in a read-only transaction."
 QUERY_FAILED = "The database refused the query."
 
 _CURSOR_NAME = "gatehouse_query"
+
+
+class QueryCancel:
+    """Lets another thread stop a query: a caller that gave up (a disconnect, a tool's timeout)
+    should not keep a connection and a worker busy until the statement timeout.
+
+    Safe in any order: cancelling before the query starts stops it as it starts, and after it ends
+    does nothing."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._stop: Callable[[], None] | None = None
+        self.cancelled = False
+
+    def cancel(self) -> None:
+        """May block briefly (PostgreSQL's cancel request): call it off the event loop."""
+        with self._lock:
+            self.cancelled = True
+            if self._stop is not None:
+                try:
+                    self._stop()
+                except Exception as error:  # the query may have ended meanwhile; nothing to stop
+                    logger.info("Query cancel request failed (%s)", type(error).__name__)
+
+    def _attach(self, stop: Callable[[], None]) -> bool:
+        """False when already cancelled: the query must not start."""
+        with self._lock:
+            self._stop = stop
+            return not self.cancelled
+
+    def _detach(self) -> None:
+        # Under the lock, so a cancel never reaches a connection being closed.
+        with self._lock:
+            self._stop = None
 
 
 @dataclass(frozen=True)
@@ -81,17 +119,24 @@ def query_execute(
     sql: str,
     timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS,
     max_rows: int = DEFAULT_MAX_ROWS,
+    cancel: QueryCancel | None = None,
 ) -> QueryResult:
     """Run ``sql`` (already through the gate) and return at most ``max_rows`` rows, JSON-safe.
 
-    Raises ``Timeout`` past ``timeout_seconds``, ``Unavailable`` when the source cannot be reached
-    and ``InvalidInput`` when the database refuses the query (a write, an unknown column...).
+    Raises ``Timeout`` past ``timeout_seconds`` (or once ``cancel`` is cancelled), ``Unavailable``
+    when the source cannot be reached and ``InvalidInput`` when the database refuses the query (a
+    write, an unknown column...).
     """
     started = time.monotonic()
+    cancel = cancel or QueryCancel()
     if kind == "postgres":
-        columns, rows = _postgres(url=url, sql=sql, timeout_seconds=timeout_seconds, max_rows=max_rows)
+        columns, rows = _postgres(
+            url=url, sql=sql, timeout_seconds=timeout_seconds, max_rows=max_rows, cancel=cancel
+        )
     elif kind == "sqlite":
-        columns, rows = _sqlite(url=url, sql=sql, timeout_seconds=timeout_seconds, max_rows=max_rows)
+        columns, rows = _sqlite(
+            url=url, sql=sql, timeout_seconds=timeout_seconds, max_rows=max_rows, cancel=cancel
+        )
     else:
         raise ValueError(f"Unknown data source kind {kind!r}")
     truncated = len(rows) > max_rows
@@ -105,7 +150,9 @@ def query_execute(
     )
 
 
-def _postgres(*, url: str, sql: str, timeout_seconds: float, max_rows: int) -> tuple[list[str], list[Any]]:
+def _postgres(
+    *, url: str, sql: str, timeout_seconds: float, max_rows: int, cancel: QueryCancel
+) -> tuple[list[str], list[Any]]:
     try:
         conn = psycopg.connect(url, connect_timeout=CONNECT_TIMEOUT_SECONDS, autocommit=False)
     except psycopg.Error as error:
@@ -113,6 +160,8 @@ def _postgres(*, url: str, sql: str, timeout_seconds: float, max_rows: int) -> t
         logger.warning("Data source connection failed (%s)", type(error).__name__)
         raise Unavailable(SOURCE_UNAVAILABLE) from None
     try:
+        if not cancel._attach(lambda: conn.cancel_safe(timeout=CONNECT_TIMEOUT_SECONDS)):
+            raise Timeout(QUERY_CANCELLED, data={"reason": "cancelled"})
         # The transaction opens READ ONLY; set_config(..., true) is SET LOCAL with a bound value.
         conn.read_only = True
         with conn.cursor() as setup:
@@ -128,6 +177,8 @@ def _postgres(*, url: str, sql: str, timeout_seconds: float, max_rows: int) -> t
             columns = [d.name for d in cursor.description or ()]
         return columns, rows
     except psycopg.errors.QueryCanceled:
+        if cancel.cancelled:
+            raise Timeout(QUERY_CANCELLED, data={"reason": "cancelled"}) from None
         raise Timeout(QUERY_TIMED_OUT, data={"timeoutSeconds": timeout_seconds}) from None
     except psycopg.errors.ReadOnlySqlTransaction:
         raise InvalidInput(QUERY_READ_ONLY, data={"reason": "read_only"}) from None
@@ -140,11 +191,14 @@ def _postgres(*, url: str, sql: str, timeout_seconds: float, max_rows: int) -> t
         detail = error.diag.message_primary if error.diag else None
         raise InvalidInput(QUERY_FAILED, data={"reason": "database", "detail": detail}) from None
     finally:
+        cancel._detach()
         # Closing discards the (read-only) transaction; nothing to commit or roll back.
         conn.close()
 
 
-def _sqlite(*, url: str, sql: str, timeout_seconds: float, max_rows: int) -> tuple[list[str], list[Any]]:
+def _sqlite(
+    *, url: str, sql: str, timeout_seconds: float, max_rows: int, cancel: QueryCancel
+) -> tuple[list[str], list[Any]]:
     try:
         path = sqlite_path(url=url)
         # mode=ro: SQLite refuses every write on this handle, whatever the SQL says.
@@ -158,7 +212,7 @@ def _sqlite(*, url: str, sql: str, timeout_seconds: float, max_rows: int) -> tup
 
     def past_deadline() -> int:
         nonlocal timed_out
-        timed_out = time.monotonic() > deadline
+        timed_out = cancel.cancelled or time.monotonic() > deadline
         return 1 if timed_out else 0  # non-zero interrupts the statement
 
     conn.set_progress_handler(past_deadline, SQLITE_PROGRESS_STEPS)

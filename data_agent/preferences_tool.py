@@ -9,8 +9,10 @@ from mcp.server.mcpserver import Context
 from pydantic import BaseModel, Field, StringConstraints
 
 from core.db import db_call
+from core.errors import InvalidInput
+from core.text_safety import text_unstorable_reason
 from data_agent.models import AgentPreference
-from data_agent.scopes import SCOPE_DATA_AGENT_WRITE
+from data_agent.scopes import SCOPE_DATA_AGENT_WRITE, SCOPE_ONTOLOGIES_READ
 from data_agent.selectors import agent_preference_get
 from data_agent.services import agent_preference_set
 from mcp_gateway.identity import identity_from_context
@@ -33,8 +35,9 @@ def _as_answer(preference: AgentPreference) -> DataPreferences:
     name="get_data_preferences",
     title="My data agent preferences",
     description="Return the caller's data agent preferences in this tenant (default time period, notes).",
-    # Only people who may ask questions have preferences to read; a viewer's tool list stays short.
-    scopes=[SCOPE_DATA_AGENT_WRITE],
+    # Anyone who may read the tenant's data catalogue, viewers included, may read their own
+    # preferences (the caller's only: the tool takes no one else's id); changing them needs more.
+    scopes=[SCOPE_ONTOLOGIES_READ],
 )
 async def get_data_preferences(ctx: Context) -> DataPreferences:
     identity = identity_from_context(ctx)
@@ -66,6 +69,11 @@ async def set_data_preferences(
         Field(description="For example 'our fiscal year starts on 1 April'."),
     ] = None,
 ) -> DataPreferences:
+    # PostgreSQL's text cannot hold NUL: refuse with the reason rather than fail in the database.
+    for name, value in (("defaultTimePeriod", defaultTimePeriod), ("notes", notes)):
+        problem = text_unstorable_reason(value)
+        if problem is not None:
+            raise InvalidInput(f"{name} {problem}.", data={"reason": "unstorable_text", "argument": name})
     identity = identity_from_context(ctx)
     preference = await db_call(
         agent_preference_set,

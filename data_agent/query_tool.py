@@ -3,18 +3,18 @@
 
 from __future__ import annotations
 
-import asyncio
-from dataclasses import dataclass
 from typing import Annotated, Any
 
 from mcp.server.mcpserver import Context
 from mcp_types import CallToolResult, TextContent
 from pydantic import BaseModel, Field, StringConstraints
 
+from core.conf import gatehouse_settings
 from core.db import db_call
 from data_agent.arguments import OntologyId
 from data_agent.executor import DEFAULT_MAX_ROWS, DEFAULT_TIMEOUT_SECONDS, QueryResult
-from data_agent.query_run import query_gate_and_run
+from data_agent.query_pool import QuerySource, query_run_fairly
+from data_agent.query_slots import QueryCaller
 from data_agent.scopes import SCOPE_DATA_AGENT_WRITE, SCOPE_ONTOLOGIES_READ
 from data_agent.selectors import (
     data_source_url,
@@ -40,18 +40,11 @@ class QueryAnswer(BaseModel):
     )
 
 
-@dataclass(frozen=True)
-class _Source:
-    kind: str
-    url: str
-    allowed_tables: frozenset[str]
-    datasets_by_table: dict[str, str]
-
-
-def _source_for_query(*, tenant_id: int, ontology_id: str) -> _Source:
+def _source_for_query(*, tenant_id: int, ontology_id: str) -> QuerySource:
     ontology = ontology_get_ready(tenant_id=tenant_id, ontology_id=ontology_id)
     datasets_by_table = {d.source_table: d.name for d in ontology_datasets(ontology=ontology)}
-    return _Source(
+    return QuerySource(
+        id=ontology.data_source_id,
         kind=ontology.data_source.kind,
         url=data_source_url(data_source=ontology.data_source),
         allowed_tables=frozenset(datasets_by_table),
@@ -73,11 +66,16 @@ def _summary(result: QueryResult, datasets: list[str]) -> str:
         "Run one read-only SELECT over an ontology's datasets (their source tables) and return the rows "
         "with the query's data lineage. Writes, DDL, several statements, system catalogs, tables outside "
         f"the ontology and functions outside a safe allowlist are refused. At most {DEFAULT_MAX_ROWS:,} "
-        f"rows; {DEFAULT_TIMEOUT_SECONDS:g} s limit."
+        f"rows; a time limit ({DEFAULT_TIMEOUT_SECONDS:g} s unless the operator changed it). A person may "
+        "have only a few queries running at once: one more is refused at once (-32029, with "
+        "retryAfterSeconds), never queued."
     ),
     scopes=[SCOPE_ONTOLOGIES_READ, SCOPE_DATA_AGENT_WRITE],
     read_only=True,
-    timeout_seconds=45,
+    # The query's own limit ends it first, with a clearer message; this is the backstop.
+    timeout_seconds=lambda: gatehouse_settings.DATA_AGENT_QUERY_TIMEOUT_SECONDS + 15,
+    # A query holds a database connection on the tenant's data source: the tighter default limit.
+    expensive=True,
     secret_arguments=(),
 )
 async def run_query(
@@ -91,14 +89,8 @@ async def run_query(
 ) -> Annotated[CallToolResult, QueryAnswer]:
     identity = identity_from_context(ctx)
     source = await db_call(_source_for_query, tenant_id=identity.tenant_id, ontology_id=ontologyId)
-    run = await asyncio.to_thread(
-        query_gate_and_run,
-        sql=sql,
-        kind=source.kind,
-        url=source.url,
-        allowed_tables=source.allowed_tables,
-        datasets_by_table=source.datasets_by_table,
-    )
+    caller = QueryCaller(tenant_id=identity.tenant_id, user_id=identity.user_id)
+    run = await query_run_fairly(caller=caller, source=source, sql=sql)
     result, lineage = run.result, run.lineage
     audit_note(sql=run.gated.sql, rowCount=result.row_count, truncated=result.truncated)
     answer = QueryAnswer(

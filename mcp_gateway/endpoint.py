@@ -25,6 +25,7 @@ from core.conf import gatehouse_settings
 from core.db import db_call
 from mcp_gateway.asgi.auth import McpAuthMiddleware
 from mcp_gateway.asgi.envelope import JsonRpcEnvelopeMiddleware
+from mcp_gateway.asgi.failsafe import McpFailsafe
 from mcp_gateway.asgi.scope_keys import IDENTITY_KEY, SESSION_KEY
 from mcp_gateway.asgi.sessions import McpSessionMiddleware
 from mcp_gateway.audit_trail import AuditTrail
@@ -152,7 +153,7 @@ def _flush_sse_headers(send: Send) -> Send:
     return wrapped
 
 
-def mcp_app_build() -> McpAuthMiddleware:
+def mcp_app_build() -> McpFailsafe:
     registry = default_registry()
     server = server_build(registry=registry)
     # Only the session manager this creates is used, and only for 2026-07-28 requests, which stand
@@ -167,7 +168,7 @@ def mcp_app_build() -> McpAuthMiddleware:
     modern = McpTransportApp(server.session_manager)
     kernel = HandshakeEraApp(server=server_lowlevel(server=server), relay=relay_build())
     handshake = McpSessionMiddleware(kernel)
-    return McpAuthMiddleware(JsonRpcEnvelopeMiddleware(EraRouter(handshake, modern)))
+    return McpFailsafe(McpAuthMiddleware(JsonRpcEnvelopeMiddleware(EraRouter(handshake, modern))))
 
 
 class EraRouter:

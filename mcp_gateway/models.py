@@ -11,6 +11,7 @@ class TerminationReason(models.TextChoices):
     EXPIRED = "expired", "Idle for longer than the session lifetime"
     OPERATOR = "operator", "Ended by an operator"
     OWNER = "owner", "Ended by its owner (sessions or connected applications page)"
+    TENANT = "tenant", "Its tenant was deactivated"
 
 
 class McpSession(models.Model):

@@ -3,10 +3,16 @@
 Resuming costs no query of its own: the hot-path query that authenticates the request also reads
 the session (``tokens``). ``last_seen`` is written at most once a minute per session, so a busy
 session does not turn every call into a write.
+
+What a client declares in ``initialize`` is kept for the session's life and its retention, so it
+is bounded (``MCP_CLIENT_INFO_MAX_BYTES``, ``MCP_CLIENT_CAPABILITIES_MAX_BYTES``) and must be
+storable text (``session_client_check``): ten initializes of 3.6 MB each once grew the table by
+36 MB in seconds.
 """
 
 from __future__ import annotations
 
+import json
 import secrets
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -17,8 +23,10 @@ from django.utils import timezone
 
 from core.audit import audit_record
 from core.conf import gatehouse_settings
+from core.errors import InvalidInput
 from core.identity import Identity
 from core.models import AuditAction
+from core.text_safety import text_unstorable_reason
 from mcp_gateway.models import McpSession, RelayedMessage, TerminationReason
 
 TOUCH_INTERVAL = timedelta(seconds=60)
@@ -32,6 +40,20 @@ def _idle_limit() -> timedelta:
 def session_new_id() -> str:
     # 256 bits from the OS CSPRNG, URL-safe base64: visible ASCII, as the transport spec requires.
     return secrets.token_urlsafe(32)
+
+
+def session_client_check(*, client_info: dict[str, Any], client_capabilities: dict[str, Any]) -> None:
+    """Refuse (``InvalidInput``, -32602) a client declaration too large to keep, or unstorable."""
+    for name, value, limit in (
+        ("clientInfo", client_info, gatehouse_settings.MCP_CLIENT_INFO_MAX_BYTES),
+        ("capabilities", client_capabilities, gatehouse_settings.MCP_CLIENT_CAPABILITIES_MAX_BYTES),
+    ):
+        reason = text_unstorable_reason(value)
+        if reason is not None:
+            raise InvalidInput(f"{name} {reason}.")
+        size = len(json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode())
+        if size > limit:
+            raise InvalidInput(f"{name} is {size} bytes of JSON; the limit is {limit} bytes.")
 
 
 def session_open(
@@ -118,8 +140,24 @@ def session_terminate(*, session_id: str, reason: TerminationReason) -> bool:
     return True
 
 
+def session_terminate_for_inactive_tenants(*, tenant_id: int | None = None) -> int:
+    """End the live sessions of deactivated tenants (of one, given ``tenant_id``); returns how many.
+
+    Their tokens are already refused on the next request (``tokens``); this ends the sessions
+    themselves, each audited, so that reactivating the tenant does not bring them back.
+    """
+    live = McpSession.objects.filter(terminated_at__isnull=True, tenant__is_active=False)
+    if tenant_id is not None:
+        live = live.filter(tenant_id=tenant_id)
+    return sum(
+        session_terminate(session_id=session_id, reason=TerminationReason.TENANT)
+        for session_id in live.values_list("pk", flat=True)
+    )
+
+
 def session_purge() -> tuple[int, int]:
-    """End sessions idle past their lifetime; delete ended ones past retention. Returns (ended, deleted)."""
+    """End sessions idle past their lifetime (or of a deactivated tenant); delete ended ones past
+    retention. Returns (ended, deleted)."""
     now = timezone.now()
     idle = McpSession.objects.filter(terminated_at__isnull=True, last_seen__lte=now - _idle_limit())
     # One by one, so each ending is audited like any other; a sweep finds few at a time.
@@ -127,6 +165,8 @@ def session_purge() -> tuple[int, int]:
         session_terminate(session_id=session_id, reason=TerminationReason.EXPIRED)
         for session_id in idle.values_list("pk", flat=True)
     )
+    # A tenant deactivated by a bulk update (no save signal) is caught here.
+    ended += session_terminate_for_inactive_tenants()
     retention = timedelta(seconds=gatehouse_settings.MCP_SESSION_RETENTION_SECONDS)
     deleted, _ = McpSession.objects.filter(terminated_at__lte=now - retention).delete()
     # Answers nobody took (the waiting worker died first) are useless after the call's time limit.

@@ -1,4 +1,9 @@
-"""Resolve a bearer token to an Identity: the hot path of every MCP request."""
+"""Resolve a bearer token to an Identity: the hot path of every MCP request.
+
+Nothing here is cached: every request reads its token, user, membership and tenant as they are
+now, so a revoked token, a disabled account, a removed membership or a deactivated tenant stops
+the very next request.
+"""
 
 from __future__ import annotations
 
@@ -28,6 +33,7 @@ TOKEN_EXPIRED = "The access token has expired."
 TOKEN_WRONG_RESOURCE = "The access token was not issued for this resource."
 TOKEN_USER_INACTIVE = "The account behind this access token is disabled."
 TOKEN_NOT_MEMBER = "The account behind this access token is no longer a member of its tenant."
+TOKEN_TENANT_INACTIVE = "The tenant of this access token is deactivated."
 
 
 def _issued_for_mcp(resource: object) -> bool:
@@ -65,17 +71,21 @@ def _identity_from_row(row: tuple[Any, ...] | None) -> tuple[Identity, LiveSessi
      tenant_active, application_id, client_id, client_name, role,
      session_key, session_scopes, session_version, session_seen, session_log_level,
      session_client_name, session_client_version, session_capabilities) = row  # fmt: skip
+    # For the audit row of a refusal: which token (its row, never its value), whose, for which client.
+    known = {"tokenId": token_id, "userId": user_id, "tenantId": tenant_id, "applicationId": application_id}
     expires = _as_datetime(expires)
     if expires <= timezone.now():
-        raise AuthenticationFailed(TOKEN_EXPIRED)
+        raise AuthenticationFailed(TOKEN_EXPIRED, data=known)
     if isinstance(resource, str):
         resource = json.loads(resource)
     if tenant_id is None or application_id is None or not _issued_for_mcp(resource):
-        raise AuthenticationFailed(TOKEN_WRONG_RESOURCE)
+        raise AuthenticationFailed(TOKEN_WRONG_RESOURCE, data=known)
     if user_id is None or not user_active:
-        raise AuthenticationFailed(TOKEN_USER_INACTIVE)
-    if role is None or not tenant_active:
-        raise AuthenticationFailed(TOKEN_NOT_MEMBER)
+        raise AuthenticationFailed(TOKEN_USER_INACTIVE, data=known)
+    if not tenant_active:
+        raise AuthenticationFailed(TOKEN_TENANT_INACTIVE, data=known)
+    if role is None:
+        raise AuthenticationFailed(TOKEN_NOT_MEMBER, data=known)
     # A role downgrade takes effect at once: the token keeps only what the role still allows.
     scopes = frozenset(scope.split()) & scopes_for_role(role=role)
     identity = Identity(

@@ -27,7 +27,7 @@ from core.loopback import is_loopback_host
 from core.models import AuditAction, AuditOutcome, RateLimitScope
 from core.throttles import client_address, throttle_check
 from oauth.consent import ConsentMemory, consent_decide, consent_list_for_client, consent_remember
-from oauth.forms import ConsentForm
+from oauth.forms import ConsentForm, consent_form_altered
 from oauth.resource import is_mcp_resource
 from oauth.selectors import application_find
 from oauth.validators import PKCE_S256_REQUIRED, TENANT_ATTRIBUTE
@@ -171,12 +171,31 @@ class ConsentView(AuthorizationView):
         return self.form_valid(form)
 
     def form_invalid(self, form: ConsentForm) -> HttpResponse:
-        # The hidden fields only change if someone edits the form, so a plain refusal page (never a
-        # redirect to a URI we could not validate) is the right answer.
-        message = TENANT_NOT_AVAILABLE if "tenant" in form.errors else REQUEST_ALTERED
+        # The hidden fields only change if someone edits the form, and the tenant choices are the
+        # person's own active tenants, so an invalid form was altered (or its tenant deactivated
+        # meanwhile): a plain refusal page, never a redirect to a URI we could not validate.
+        tenant_refused = "tenant" in form.errors
+        detail: dict[str, Any] = {"fields": sorted(form.errors)}
+        if tenant_refused:
+            detail["tenant"] = str(form.data.get("tenant", ""))[:100]
+        return self.consent_tampered(
+            detail=detail, message=TENANT_NOT_AVAILABLE if tenant_refused else REQUEST_ALTERED
+        )
+
+    def consent_tampered(self, *, detail: dict[str, Any], message: str) -> HttpResponse:
+        audit_record(
+            action=AuditAction.CONSENT_TAMPERED,
+            outcome=AuditOutcome.DENIED,
+            user=self.request.user,
+            application=application_find(client_id=str(self.request.GET.get("client_id", ""))),
+            detail=detail,
+        )
         return render(self.request, ERROR_TEMPLATE, {"message": message}, status=400)
 
     def form_valid(self, form: ConsentForm) -> HttpResponse:
+        altered = consent_form_altered(form=form, query=self.request.GET)
+        if altered is not None:
+            return self.consent_tampered(detail={"fields": [altered]}, message=REQUEST_ALTERED)
         tenant = form.cleaned_data["tenant"]
         assert isinstance(self.request.user, User)
         # The form only offers the user's own active tenants, so the membership exists.

@@ -14,8 +14,12 @@ Ours (``CIMD_METADATA_FETCHER``) adds:
   itself is served on loopback (development on one machine).
 - ``CIMD_CA_BUNDLE`` (core.conf): extra trust roots (a development CA) besides the system's, for
   these fetches only.
-- Every redirect URI in a document must be https, or http on a loopback host (oauth.redirects);
-  a document that lists anything else is refused as a whole.
+- The document is parsed with a nesting bound (``core.json_bounds``: a deeply nested document is
+  refused, not a ``RecursionError``) and must meet the registration policy
+  (``oauth.registration_policy``) like any registered client: redirect URIs https or loopback
+  http, without userinfo or fragment, bounded in number and length; only the authorization code
+  and refresh token grants; bounded strings with no NUL. A document that breaks any rule is
+  refused as a whole.
 """
 
 from __future__ import annotations
@@ -29,18 +33,22 @@ import urllib3
 from oauth2_provider.cimd import (
     CIMDError,
     SafeMetadataFetcher,
+    _effective_max_age,
     _ip_is_public,
     _validate_client_id_url,
 )
 from oauth2_provider.settings import oauth2_settings
 
 from core.conf import gatehouse_settings
+from core.json_bounds import json_loads_bounded
 from core.loopback import is_loopback_address
-from oauth.redirects import redirect_transport_is_safe
+from oauth.registration_policy import ClientMetadataRefused, client_metadata_check
 
 NON_PUBLIC_ADDRESS = "client_id host resolves to a non-public address ({ip})"
 UNRESOLVED_HOST = "could not resolve client_id host"
-UNSAFE_REDIRECT = "client metadata lists a redirect URI that is neither https nor loopback http"
+NOT_JSON = "client_id document is not valid JSON"
+NOT_OBJECT = "client_id document must be a JSON object"
+REFUSED = "client metadata refused: {reason}"
 
 
 def _address_allowed(ip: str) -> bool:
@@ -120,15 +128,35 @@ class GatehouseMetadataFetcher(SafeMetadataFetcher):
                 continue
             finally:
                 pool.close()
-            _redirects_check(metadata)
+            _policy_check(metadata)
             return metadata, max_age
         raise CIMDError(f"could not fetch client_id document: {last_error}")
 
+    def _read_document(self, response: Any) -> tuple[dict[str, Any], int]:
+        # DOT's, with a nesting bound: its plain json.loads lets a deep document raise
+        # RecursionError, which no caller expects.
+        if response.status != 200:
+            raise CIMDError(f"client_id document returned HTTP {response.status}")
+        media_type = response.headers.get("Content-Type", "").split(";")[0].strip().lower()
+        if media_type != "application/json" and not (
+            media_type.startswith("application/") and media_type.endswith("+json")
+        ):
+            raise CIMDError(f"client_id document is not JSON (Content-Type: {media_type!r})")
+        max_size = oauth2_settings.CIMD_MAX_DOCUMENT_SIZE
+        body = response.read(max_size + 1)
+        if len(body) > max_size:
+            raise CIMDError("client_id document exceeds the maximum allowed size")
+        try:
+            data = json_loads_bounded(body.decode("utf-8"))
+        except ValueError as exc:  # invalid UTF-8, invalid JSON, too deep
+            raise CIMDError(NOT_JSON) from exc
+        if not isinstance(data, dict):
+            raise CIMDError(NOT_OBJECT)
+        return data, _effective_max_age(response.headers.get("Cache-Control"))
 
-def _redirects_check(metadata: dict[str, Any]) -> None:
-    uris = metadata.get("redirect_uris")
-    # DOT refuses a missing or malformed list itself; only well-formed ones are ours to judge.
-    if isinstance(uris, list) and not all(
-        isinstance(uri, str) and redirect_transport_is_safe(uri) for uri in uris
-    ):
-        raise CIMDError(UNSAFE_REDIRECT)
+
+def _policy_check(metadata: dict[str, Any]) -> None:
+    try:
+        client_metadata_check(metadata)
+    except ClientMetadataRefused as refusal:
+        raise CIMDError(REFUSED.format(reason=refusal.message)) from refusal

@@ -15,12 +15,34 @@ from oauth.redirect_patterns import redirect_pattern_validate
 
 
 class Grant(AbstractGrant):
+    # ``code`` holds the SHA-256 of the code, never the code (oauth.token_storage).
     tenant: models.ForeignKey[Tenant, Tenant] = models.ForeignKey(
         Tenant, on_delete=models.CASCADE, related_name="+"
     )
 
     class Meta(AbstractGrant.Meta):
         swappable = "OAUTH2_PROVIDER_GRANT_MODEL"
+
+
+class UsedAuthorizationCode(models.Model):
+    """An authorization code already exchanged, kept by its checksum with the token family it
+    produced, so that presenting it again revokes that family (RFC 6749 4.1.2). DOT deletes the
+    grant once used; this row outlives it until ``remember_until`` (``oauth.code_replay``)."""
+
+    code_checksum = models.CharField(max_length=64, unique=True)
+    application = models.ForeignKey(
+        settings.OAUTH2_PROVIDER_APPLICATION_MODEL, on_delete=models.CASCADE, related_name="+"
+    )
+    user = models.ForeignKey(User, on_delete=models.CASCADE, related_name="+")
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="+")
+    # Null only if the exchange issued no refresh token; then the access token is the family.
+    token_family = models.UUIDField(null=True, blank=True)
+    access_token_checksum = models.CharField(max_length=64, blank=True)
+    used = models.DateTimeField(auto_now_add=True)
+    remember_until = models.DateTimeField(db_index=True)
+
+    def __str__(self) -> str:
+        return f"Used code #{self.pk}"
 
 
 class AccessToken(AbstractAccessToken):

@@ -5,7 +5,8 @@ DOT's own revoke paths do the work, so an operator's revocation is what the ``/r
 does: revoking an access token also revokes its refresh token (else the client would just
 refresh), and revoking a refresh token ends its whole token family (every refresh token rotated
 from the same grant, and every access token issued from them; RFC 7009 section 2.1), keeping the
-refresh tokens as revoked tombstones for reuse detection. Every token that stops working is
+refresh tokens as revoked tombstones for reuse detection. A replayed authorization code ends the
+family its first exchange issued (``oauth.code_replay``). Every token that stops working is
 audited.
 """
 
@@ -29,6 +30,8 @@ BY_OPERATOR_COMMAND = "operator-command"
 BY_CLIENT = "client"
 # A rotated refresh token presented again after the grace window: someone holds a copy.
 BY_REUSE_DETECTION = "refresh-token-reuse"
+# An authorization code presented again after its exchange (RFC 6749 4.1.2; oauth.code_replay).
+BY_CODE_REPLAY = "authorization-code-replay"
 
 
 @dataclass(frozen=True, slots=True)

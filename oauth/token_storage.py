@@ -5,6 +5,10 @@ column stays blank and only ``token_checksum``, the SHA-256 of the token, is wri
 (DOT's validator, revocation and introspection, the MCP hot path, our audit selectors) goes
 through that checksum, so a copy of the database holds nothing a client could present.
 
+Authorization codes are kept the same way: DOT's ``Grant.code`` column holds the code's checksum,
+and the validator hands DOT the checksum wherever it looks a grant up by code (``validators``);
+exchanged codes are remembered by checksum too (``code_replay``).
+
 A plain SHA-256 is enough, and a keyed one would buy nothing: oauthlib's tokens carry about 178
 random bits, so there is no dictionary to run against the hashes; and DOT computes the same
 checksum in every lookup it makes, which a key would force us to replace one by one.

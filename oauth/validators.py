@@ -1,6 +1,9 @@
 """DOT's validator, taught that every grant and token belongs to one tenant, and that tokens are
 kept hashed at rest with a refresh grace window DOT cannot offer with hashing (``token_storage``).
 
+Authorization codes are kept hashed too, and remembered once used so that a replay revokes what
+the first exchange issued (``oauth.code_replay``).
+
 The consent view passes the chosen tenant as the ``gatehouse_tenant_id`` credential; oauthlib
 copies credentials onto its request object, and the three ``_create_*`` methods below store it.
 They mirror DOT 3.4's own implementations field for field, adding only ``tenant``.
@@ -13,6 +16,7 @@ import uuid
 from datetime import timedelta
 from typing import Any
 
+from django.db import transaction
 from django.utils import timezone
 from oauth2_provider.cimd import is_cimd_client_id
 from oauth2_provider.models import Application, refresh_token_expire_timedelta, revoke_access_token
@@ -23,6 +27,13 @@ from oauthlib.oauth2.rfc6749 import errors
 from accounts.models import Membership
 from core.audit import audit_record
 from core.models import AuditAction
+from oauth.code_replay import (
+    IssuedTokens,
+    code_replay_revoke,
+    code_replay_revoke_parallel,
+    used_code_find,
+    used_code_record,
+)
 from oauth.models import AccessToken, Grant, RefreshToken
 from oauth.selectors import access_token_find_for_client, refresh_token_find
 from oauth.services import (
@@ -32,10 +43,28 @@ from oauth.services import (
     token_family_revoke,
     token_revoked_audit,
 )
-from oauth.token_storage import refresh_token_in_grace
+from oauth.token_storage import refresh_token_in_grace, token_checksum
 
 TENANT_ATTRIBUTE = "gatehouse_tenant_id"
+# What an exchange issued, for the used code to remember (``invalidate_authorization_code``).
+TOKEN_FAMILY_ATTRIBUTE = "gatehouse_token_family"
+ACCESS_CHECKSUM_ATTRIBUTE = "gatehouse_access_checksum"
 PKCE_S256_REQUIRED = 'PKCE with code_challenge_method "S256" is required.'
+ACCOUNT_INACTIVE = "The account this grant belongs to is deactivated."
+NOT_A_MEMBER = "The person this grant belongs to is no longer a member of its tenant."
+TENANT_INACTIVE = "The tenant this grant belongs to is deactivated."
+
+
+def membership_refusal(*, user: Any, tenant_id: int) -> str | None:
+    """Why the person can no longer use a grant in this tenant, or None if they still can."""
+    if user is None or not user.is_active:
+        return ACCOUNT_INACTIVE
+    membership = Membership.objects.filter(user=user, tenant_id=tenant_id).select_related("tenant").first()
+    if membership is None:
+        return NOT_A_MEMBER
+    if not membership.tenant.is_active:
+        return TENANT_INACTIVE
+    return None
 
 
 def _tenant_id(request: Any) -> int:
@@ -47,18 +76,91 @@ def _tenant_id(request: Any) -> int:
 
 
 class TenantOAuth2Validator(OAuth2Validator):
+    # Codes are stored as their checksum (oauth.token_storage); every lookup DOT makes by code
+    # goes through one of these, each handing DOT the checksum in place of the code.
+
     def validate_code(
         self, client_id: str, code: str, client: Any, request: Any, *args: Any, **kwargs: Any
     ) -> bool:
-        if not super().validate_code(client_id, code, client, request, *args, **kwargs):
+        checksum = token_checksum(code)
+        if not super().validate_code(client_id, checksum, client, request, *args, **kwargs):
+            used = used_code_find(code_checksum=checksum, application=client)
+            if used is not None:
+                # RFC 6749 4.1.2: a code presented twice ends what its first exchange issued.
+                code_replay_revoke(used=used)
             return False
         tenant_id = (
-            Grant.objects.filter(code=code, application=client).values_list("tenant_id", flat=True).first()
+            Grant.objects.filter(code=checksum, application=client)
+            .values_list("tenant_id", flat=True)
+            .first()
         )
-        if tenant_id is None or not self._still_member(user=request.user, tenant_id=tenant_id):
+        if tenant_id is None:
             return False
+        self._require_member(user=request.user, tenant_id=tenant_id, request=request)
         setattr(request, TENANT_ATTRIBUTE, tenant_id)
         return True
+
+    def confirm_redirect_uri(
+        self, client_id: str, code: str, redirect_uri: str, client: Any, *args: Any, **kwargs: Any
+    ) -> bool:
+        return bool(
+            super().confirm_redirect_uri(
+                client_id, token_checksum(code), redirect_uri, client, *args, **kwargs
+            )
+        )
+
+    def get_code_challenge(self, code: str, request: Any) -> str | None:
+        return super().get_code_challenge(token_checksum(code), request)
+
+    def get_code_challenge_method(self, code: str, request: Any) -> str | None:
+        return super().get_code_challenge_method(token_checksum(code), request)
+
+    def get_authorization_code_scopes(
+        self, client_id: str, code: str, redirect_uri: str, request: Any
+    ) -> list[str]:
+        return list(
+            super().get_authorization_code_scopes(client_id, token_checksum(code), redirect_uri, request)
+        )
+
+    def get_authorization_code_nonce(
+        self, client_id: str, code: str, redirect_uri: str, request: Any
+    ) -> str | None:
+        return super().get_authorization_code_nonce(client_id, token_checksum(code), redirect_uri, request)
+
+    def _check_and_set_request_resource(self, request: Any) -> None:
+        # DOT reads the grant by ``request.code`` here: let it read by the checksum, only here.
+        if request.grant_type != "authorization_code":
+            return super()._check_and_set_request_resource(request)
+        code = request.code
+        request.code = token_checksum(code)
+        try:
+            return super()._check_and_set_request_resource(request)
+        finally:
+            request.code = code
+
+    def invalidate_authorization_code(
+        self, client_id: str, code: str, request: Any, *args: Any, **kwargs: Any
+    ) -> None:
+        """DOT deletes the grant once exchanged; the code is remembered as used, with the tokens
+        just issued, in the same transaction. A parallel exchange of the same code waits on the
+        delete, finds nothing to delete, and is a replay: both exchanges' tokens are revoked."""
+        checksum = token_checksum(code)
+        issued = IssuedTokens(
+            family=getattr(request, TOKEN_FAMILY_ATTRIBUTE, None),
+            access_checksum=getattr(request, ACCESS_CHECKSUM_ATTRIBUTE, ""),
+        )
+        with transaction.atomic():
+            grant = (
+                Grant.objects.select_for_update().filter(code=checksum, application=request.client).first()
+            )
+            if grant is not None:
+                used_code_record(code_checksum=checksum, grant=grant, issued=issued)
+                grant.delete()
+                return
+        code_replay_revoke_parallel(
+            code_checksum=checksum, application=request.client, user=request.user, issued=issued
+        )
+        raise errors.InvalidGrantError(request=request)
 
     def validate_refresh_token(
         self, refresh_token: str, client: Any, request: Any, *args: Any, **kwargs: Any
@@ -74,9 +176,9 @@ class TenantOAuth2Validator(OAuth2Validator):
             return False
         if instance.revoked is None and not self._refresh_token_current(instance):
             return False
-        # A person removed from the tenant (or deactivated) loses the ability to refresh at once.
-        if not self._still_member(user=instance.user, tenant_id=instance.tenant_id):
-            return False
+        # A person removed from the tenant, deactivated, or whose tenant was deactivated, loses
+        # the ability to refresh at once; the refusal says which (and the token view audits it).
+        self._require_member(user=instance.user, tenant_id=instance.tenant_id, request=request)
         request.user = instance.user
         # The presented value, never the row's: the token column is blank (hashed at rest).
         request.refresh_token = refresh_token
@@ -174,10 +276,11 @@ class TenantOAuth2Validator(OAuth2Validator):
         return redirect_uri_permitted(application=request.client, redirect_uri=redirect_uri)
 
     @staticmethod
-    def _still_member(*, user: Any, tenant_id: int) -> bool:
-        if user is None or not user.is_active:
-            return False
-        return Membership.objects.filter(user=user, tenant_id=tenant_id, tenant__is_active=True).exists()
+    def _require_member(*, user: Any, tenant_id: int, request: Any) -> None:
+        """Refuse (invalid_grant, saying why) a grant whose person or tenant can no longer use it."""
+        reason = membership_refusal(user=user, tenant_id=tenant_id)
+        if reason is not None:
+            raise errors.InvalidGrantError(description=reason, request=request)
 
     def _create_authorization_code(self, request: Any, code: dict[str, str], expires: Any = None) -> Grant:
         if not expires:
@@ -188,7 +291,7 @@ class TenantOAuth2Validator(OAuth2Validator):
             application=request.client,
             user=request.user,
             tenant_id=_tenant_id(request),
-            code=code["code"],
+            code=token_checksum(code["code"]),
             expires=expires,
             redirect_uri=request.redirect_uri,
             scope=" ".join(request.scopes),
@@ -213,6 +316,7 @@ class TenantOAuth2Validator(OAuth2Validator):
         )
         self._set_token_value(access_token, token["access_token"])
         access_token.save()
+        setattr(request, ACCESS_CHECKSUM_ATTRIBUTE, access_token.token_checksum)
         return access_token
 
     def _create_refresh_token(
@@ -229,4 +333,5 @@ class TenantOAuth2Validator(OAuth2Validator):
         )
         self._set_token_value(refresh_token, refresh_token_code)
         refresh_token.save()
+        setattr(request, TOKEN_FAMILY_ATTRIBUTE, token_family)
         return refresh_token

@@ -20,6 +20,7 @@ from core.audit import audit_record
 from core.errors import RateLimited
 from core.models import AuditAction, AuditOutcome, RateLimitScope
 from core.throttles import client_address, throttle_check
+from oauth.parameter_guard import request_unsafe_parameter
 from oauth.selectors import application_find
 
 LOGIN_THROTTLED = "Too many sign-in attempts. Wait {seconds} seconds, then try again."
@@ -32,6 +33,20 @@ def login_throttle_key(*, ip: str, username: str) -> str:
 
 
 class LoginView(auth_views.LoginView):
+    def dispatch(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
+        # A NUL or invalid UTF-8 in the username, the password or ``next`` would fail the first
+        # lookup with a 500; the form says what is wrong instead (oauth.parameter_guard).
+        problem = request_unsafe_parameter(request)
+        if problem is not None:
+            return self.unusable(problem=problem)
+        return super().dispatch(request, *args, **kwargs)
+
+    def unusable(self, *, problem: str) -> HttpResponse:
+        # An unbound form: the posted values are what cannot be used, so none is shown again.
+        form = self.get_form_class()(request=self.request)
+        messages.error(self.request, problem)
+        return self.render_to_response(self.get_context_data(form=form), status=400)
+
     def post(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
         username = str(request.POST.get("username", ""))[:150]
         try:

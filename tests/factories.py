@@ -24,6 +24,7 @@ from data_agent.models import (
 from language_models.models import LanguageModel
 from mcp_gateway.models import McpSession
 from oauth.models import AccessToken, Grant, RedirectUriPattern, RefreshToken, RememberedConsent
+from oauth.token_storage import token_checksum
 
 DEFAULT_PASSWORD = "correct-horse-battery-staple"
 
@@ -112,7 +113,9 @@ class GrantFactory(factory.django.DjangoModelFactory[Grant]):
     user = factory.LazyAttribute(lambda o: o.membership.user)
     tenant = factory.LazyAttribute(lambda o: o.membership.tenant)
     application = factory.SubFactory(ApplicationFactory)
-    code = factory.LazyFunction(lambda: secrets.token_urlsafe(30))
+    # Stored as the validator stores codes: only the checksum (pass ``code=token_checksum(plain)``
+    # to exchange a known code).
+    code = factory.LazyFunction(lambda: token_checksum(secrets.token_urlsafe(30)))
     expires = factory.LazyFunction(lambda: timezone.now() + timedelta(minutes=10))
     redirect_uri = "http://127.0.0.1:9/callback"
     scope = "mcp:read"

@@ -1,15 +1,15 @@
 """Rate-limit state between tests: each test starts as a freshly started process would.
 
-Reaches into ``core.ratelimit``'s private module state (the rule cache, the per-process storages,
-the time of the last storage warning) on purpose: the product never forgets them while it runs, so
-it offers no way to, and this is kept out of it. A change to that state must be mirrored here.
+Reaches into ``core.ratelimit``'s and ``core.ratelimit_fallback``'s private module state (the rule
+cache, the per-process storages, the outage of the shared storage) on purpose: the product never
+forgets them while it runs, so it offers no way to, and this is kept out of it. A change to that
+state must be mirrored here.
 """
 
 from __future__ import annotations
 
-import math
-
-from core import ratelimit
+from core import ratelimit, ratelimit_fallback
+from core.metrics import RATE_LIMIT_FALLBACK_ACTIVE
 
 
 def rate_limit_reset_for_tests() -> None:
@@ -17,4 +17,5 @@ def rate_limit_reset_for_tests() -> None:
     ratelimit._rules.table = None
     ratelimit._sync_stores.clear()
     ratelimit._async_stores.clear()
-    ratelimit._last_warning = -math.inf
+    ratelimit_fallback._state = ratelimit_fallback._FallbackState()
+    RATE_LIMIT_FALLBACK_ACTIVE.set(0)

@@ -13,6 +13,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 
 from data_agent.ask_pipeline import PHASES, QuestionContext, QuestionRun
 from data_agent.ask_schemas import ClarifyingQuestion
+from data_agent.query_slots import QueryCaller
 from data_agent.selectors import Catalog, CatalogDataset, CatalogField, CatalogJoin
 from language_models.selectors import ModelConfig
 
@@ -105,6 +106,8 @@ def _run(source: str, asker: FakeAsker) -> QuestionRun:
     context = QuestionContext(
         catalog=CATALOG,
         source_url=source,
+        source_id=1,
+        caller=QueryCaller(tenant_id=1, user_id=1),
         model=ModelConfig(
             model="openai/gpt-4o-mini",
             api_key=None,

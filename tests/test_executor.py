@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import logging
 import sqlite3
+import threading
+import time
 from decimal import Decimal
 
 import psycopg
@@ -15,9 +17,11 @@ from psycopg.conninfo import make_conninfo
 from core.db import psycopg_connect_kwargs
 from core.errors import InvalidInput, Timeout, Unavailable
 from data_agent.executor import (
+    QUERY_CANCELLED,
     QUERY_READ_ONLY,
     QUERY_TIMED_OUT,
     SOURCE_UNAVAILABLE,
+    QueryCancel,
     json_safe,
     query_execute,
 )
@@ -122,6 +126,37 @@ def test_an_unreachable_host_is_unavailable_and_never_shows_the_password(caplog)
     assert "s3cret-pw" not in repr(raised.value.data)
     assert "s3cret-pw" not in caplog.text
     assert raised.value.__cause__ is None  # the driver's message (host, user) is not chained either
+
+
+def test_a_cancelled_query_stops_in_the_database_long_before_its_timeout(pg_url):
+    cancel = QueryCancel()
+    outcome: dict[str, BaseException] = {}
+
+    def run() -> None:
+        try:
+            query_execute(
+                url=pg_url, kind="postgres", sql="SELECT pg_sleep(60)", timeout_seconds=60, cancel=cancel
+            )
+        except Timeout as error:
+            outcome["error"] = error
+
+    started = time.monotonic()
+    thread = threading.Thread(target=run)
+    thread.start()
+    time.sleep(0.5)
+    cancel.cancel()
+    thread.join(timeout=30)
+    assert not thread.is_alive()
+    assert time.monotonic() - started < 30  # generous: the query would have run for 60 s
+    assert outcome["error"].args[0] == QUERY_CANCELLED
+
+
+def test_a_query_cancelled_before_it_starts_never_runs(pg_url):
+    cancel = QueryCancel()
+    cancel.cancel()
+    with pytest.raises(Timeout) as raised:
+        query_execute(url=pg_url, kind="postgres", sql="SELECT pg_sleep(60)", cancel=cancel)
+    assert raised.value.message == QUERY_CANCELLED
 
 
 def test_it_returns_rows_from_sqlite(sqlite_url):

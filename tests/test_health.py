@@ -31,3 +31,40 @@ def test_health_says_unavailable_when_the_database_does_not_answer(client, monke
 
 def test_health_only_answers_get(client):
     assert client.post("/health").status_code == 405
+
+
+def _rate_limit_storage(settings, url: str) -> None:
+    settings.GATEHOUSE = {**settings.GATEHOUSE, "RATE_LIMIT_STORAGE_URL": url}
+
+
+def test_health_and_readiness_are_ok_while_the_rate_limit_storage_answers(client, settings):
+    _rate_limit_storage(settings, "redis://127.0.0.1:6379/0")
+    assert client.get("/health").json()["status"] == "ok"
+    ready = client.get("/health/ready")
+    assert ready.status_code == 200
+    assert ready.json()["status"] == "ok"
+    assert "reasons" not in ready.json()
+
+
+def test_with_the_rate_limit_storage_down_health_is_degraded_and_readiness_fails(client, settings):
+    # Nothing listens on port 1. No request was limited yet: the check itself notices.
+    _rate_limit_storage(settings, "redis://127.0.0.1:1/0")
+    response = client.get("/health")
+    assert response.status_code == 200
+    body = response.json()
+    assert body["status"] == "degraded"
+    [reason] = body["reasons"]
+    assert "rate limit storage unreachable" in reason
+    assert "counted per process" in reason
+
+    ready = client.get("/health/ready")
+    assert ready.status_code == 503
+    assert ready.json()["status"] == "degraded"
+    assert "no-cache" in ready["Cache-Control"]
+
+
+def test_readiness_fails_when_the_database_does_not_answer(client, monkeypatch):
+    monkeypatch.setattr(health, "database_answers", lambda: False)
+    response = client.get("/health/ready")
+    assert response.status_code == 503
+    assert response.json()["status"] == "unavailable"

@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 
 import pytest
-from django.http import HttpResponse
+from django.core.exceptions import SuspiciousOperation
+from django.http import Http404, HttpResponse
 from django.test import RequestFactory
 
 from core.errors import NotFound, PermissionDenied, RateLimited
@@ -56,5 +57,7 @@ def test_a_caller_that_did_not_ask_for_html_gets_json_even_from_a_page(rf: Reque
     assert json.loads(response.content)["error"] == "not_found"
 
 
-def test_other_exceptions_are_left_to_django(rf: RequestFactory, middleware):
-    assert middleware.process_exception(rf.get("/oauth/token/"), ValueError("boom")) is None
+def test_django_s_own_client_errors_are_left_to_django(rf: RequestFactory, middleware):
+    # Unexpected exceptions are answered here too: tests/test_server_errors.py.
+    assert middleware.process_exception(rf.get("/oauth/token/"), Http404()) is None
+    assert middleware.process_exception(rf.get("/oauth/token/"), SuspiciousOperation()) is None

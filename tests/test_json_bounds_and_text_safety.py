@@ -45,9 +45,9 @@ def test_malformed_json_still_raises_a_value_error():
 
 def test_unstorable_text_is_named_with_a_reason():
     assert text_unstorable_reason("fine") is None
-    assert "NUL" in text_unstorable_reason({"k": ["a\x00b"]})
-    assert "surrogate" in text_unstorable_reason(["\ud800"])
-    assert "NUL" in text_unstorable_reason({"k\x00": 1})
+    assert "NUL" in str(text_unstorable_reason({"k": ["a\x00b"]}))
+    assert "surrogate" in str(text_unstorable_reason(["\ud800"]))
+    assert "NUL" in str(text_unstorable_reason({"k\x00": 1}))
 
 
 def test_storable_escapes_visibly_and_says_so():

@@ -6,7 +6,9 @@ import pytest
 from django.core.management import call_command
 from django.utils import timezone
 
-from mcp_gateway.models import McpSession
+from accounts.models import Tenant
+from core.models import AuditAction, AuditEvent
+from mcp_gateway.models import McpSession, TerminationReason
 from tests.factories import ApplicationFactory, MembershipFactory
 
 pytestmark = pytest.mark.django_db
@@ -60,3 +62,30 @@ def test_a_dry_run_reports_the_sessions_and_leaves_them(capsys):
     idle.refresh_from_db()
     assert idle.terminated_at is None
     assert McpSession.objects.filter(pk=old.pk).exists()
+
+
+def test_it_ends_the_live_sessions_of_a_tenant_deactivated_in_bulk():
+    live = _session("tenant-gone", idle=timedelta(minutes=5))
+    # A bulk update sends no save signal: the purge is what ends these.
+    Tenant.objects.filter(pk=live.tenant_id).update(is_active=False)
+    other = _session("tenant-kept", idle=timedelta(minutes=5))
+
+    call_command("purge")
+
+    live.refresh_from_db()
+    other.refresh_from_db()
+    assert live.termination_reason == TerminationReason.TENANT
+    assert other.terminated_at is None
+    assert AuditEvent.objects.filter(
+        session_id=live.id, action=AuditAction.SESSION_TERMINATED, detail__reason="tenant"
+    ).exists()
+
+
+def test_saving_a_tenant_inactive_ends_its_sessions_at_once():
+    live = _session("tenant-saved", idle=timedelta(minutes=5))
+    tenant = live.tenant
+    tenant.is_active = False
+    tenant.save()
+
+    live.refresh_from_db()
+    assert live.termination_reason == TerminationReason.TENANT

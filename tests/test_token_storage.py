@@ -56,7 +56,9 @@ def _issue(client: Client, *, application: Application, membership: Membership) 
     """A token pair through the real token endpoint, from a PKCE grant like the consent page makes."""
     verifier = secrets.token_urlsafe(48)
     challenge = base64.urlsafe_b64encode(hashlib.sha256(verifier.encode()).digest()).rstrip(b"=").decode()
-    grant = GrantFactory.create(
+    code = secrets.token_urlsafe(30)
+    GrantFactory.create(
+        code=token_checksum(code),
         membership=membership,
         application=application,
         redirect_uri=REDIRECT_URI,
@@ -69,7 +71,7 @@ def _issue(client: Client, *, application: Application, membership: Membership) 
         "/oauth/token/",
         {
             "grant_type": "authorization_code",
-            "code": grant.code,
+            "code": code,
             "redirect_uri": REDIRECT_URI,
             "client_id": application.client_id,
             "code_verifier": verifier,

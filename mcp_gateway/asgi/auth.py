@@ -1,4 +1,9 @@
-"""ASGI middleware in front of the MCP transport: Host/Origin checks, then bearer authentication."""
+"""ASGI middleware in front of the MCP transport: Host/Origin checks, then bearer authentication.
+
+Each refusal is audited (``refusals.edge_audit``): a foreign Host or Origin as ``request.refused``,
+a presented token that is refused as ``token.rejected``. A request with no token at all is not: it
+is how every OAuth client starts, by asking for the challenge.
+"""
 
 from __future__ import annotations
 
@@ -17,6 +22,8 @@ from core.conf import gatehouse_settings
 from core.errors import AuthenticationFailed
 from core.identity import Identity
 from core.loopback import is_loopback_host
+from core.models import AuditAction
+from mcp_gateway.asgi.refusals import edge_audit
 from mcp_gateway.asgi.scope_keys import IDENTITY_KEY, LIVE_SESSION_KEY
 from mcp_gateway.sessions import LiveSession
 from mcp_gateway.tokens import identity_from_bearer
@@ -72,12 +79,23 @@ class McpAuthMiddleware:
             await self.app(scope, receive, send)
             return
         # DNS-rebinding protection with Django's own host rules, so there is one list to maintain.
-        domain, _port = split_domain_port(request_header(scope, b"host") or "")
+        host = request_header(scope, b"host") or ""
+        domain, _port = split_domain_port(host)
         if not domain or not validate_host(domain, settings.ALLOWED_HOSTS):
+            await edge_audit(
+                action=AuditAction.REQUEST_REFUSED,
+                target="host",
+                detail={"reason": BAD_HOST, "host": host[:200]},
+            )
             await send_json(send, status=421, body={"error": "invalid_host", "error_description": BAD_HOST})
             return
         origin = request_header(scope, b"origin")
         if origin is not None and not _origin_allowed(origin):
+            await edge_audit(
+                action=AuditAction.REQUEST_REFUSED,
+                target="origin",
+                detail={"reason": BAD_ORIGIN, "origin": origin[:200]},
+            )
             await send_json(
                 send, status=403, body={"error": "invalid_origin", "error_description": BAD_ORIGIN}
             )
@@ -95,6 +113,12 @@ class McpAuthMiddleware:
             return
         except AuthenticationFailed as exc:
             presented = request_header(scope, b"authorization") is not None
+            if presented:
+                await edge_audit(
+                    action=AuditAction.TOKEN_REJECTED,
+                    target="bearer",
+                    detail={"reason": exc.message, **(exc.data or {})},
+                )
             await send_json(
                 send,
                 status=exc.http_status,

@@ -3,6 +3,12 @@
 The SDK's transport answers a well-formed JSON body that is not a JSON-RPC 2.0 message with -32602
 and a pydantic dump; JSON-RPC 2.0 calls that an Invalid Request (-32600), and the dump helps no one.
 The parsed message is left in the scope so later layers need not parse it again.
+
+The body is parsed with a nesting bound (``core.json_bounds``): a deeper body is a parse error
+here, so nothing behind this layer (the SDK parses 2026-07-28 bodies again) ever meets one.
+``NaN`` and ``Infinity``, which Python's parser accepts, are not JSON: they are a parse error too,
+or an Invalid Request as a request's id, so no answer ever echoes them. JSON-RPC ids are strings
+or integers, and MCP's are never null.
 """
 
 from __future__ import annotations
@@ -15,6 +21,7 @@ from pydantic import ValidationError
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from core.asgi_http import send_json
+from core.json_bounds import json_loads_bounded
 from mcp_gateway.asgi.scope_keys import MESSAGE_KEY
 
 MAX_BODY_BYTES = 4 * 1024 * 1024
@@ -22,6 +29,7 @@ MAX_BODY_BYTES = 4 * 1024 * 1024
 PARSE_ERROR = "Parse error: the body is not valid JSON."
 INVALID_REQUEST = "Invalid Request: the body is not a JSON-RPC 2.0 request, notification or response."
 BODY_TOO_LARGE = "Request body too large."
+INVALID_ID = "Invalid Request: a request id must be a string or an integer."
 
 
 async def jsonrpc_error(
@@ -65,6 +73,32 @@ def _replay(body: bytes, receive: Receive) -> Receive:
     return replayed
 
 
+def _id_is_valid(message: Any) -> bool:
+    if not isinstance(message, dict) or "id" not in message:
+        return True  # a notification, or no message at all (the schema check answers that)
+    request_id = message["id"]
+    if isinstance(request_id, str) or (isinstance(request_id, int) and not isinstance(request_id, bool)):
+        return True
+    # JSON-RPC's one null id: an error answer to a request whose id could not be read.
+    return request_id is None and "method" not in message and "error" in message
+
+
+def _refuse_constant(constant: str) -> Any:
+    raise ValueError(f"{constant} is not JSON")
+
+
+def _holds_non_json_constant(body: bytes) -> bool:
+    """Whether a body that parsed holds NaN or (-)Infinity outside its strings."""
+    # Rare enough to parse again rather than walk every parsed body; inside strings they parse.
+    if b"NaN" not in body and b"Infinity" not in body:
+        return False
+    try:
+        json.loads(body, parse_constant=_refuse_constant)
+    except ValueError:
+        return True
+    return False
+
+
 class JsonRpcEnvelopeMiddleware:
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
@@ -79,8 +113,14 @@ class JsonRpcEnvelopeMiddleware:
             await jsonrpc_error(send, status=413, code=-32600, message=BODY_TOO_LARGE)
             return
         try:
-            parsed: Any = json.loads(body)
-        except ValueError:
+            parsed: Any = json_loads_bounded(body)
+        except (ValueError, RecursionError):
+            await jsonrpc_error(send, status=400, code=-32700, message=PARSE_ERROR)
+            return
+        if not _id_is_valid(parsed):
+            await jsonrpc_error(send, status=400, code=-32600, message=INVALID_ID)
+            return
+        if _holds_non_json_constant(body):
             await jsonrpc_error(send, status=400, code=-32700, message=PARSE_ERROR)
             return
         try:

@@ -16,12 +16,15 @@ from typing import Any
 
 from django.utils import timezone
 from mcp_types import InitializeRequestParams
+from pydantic import BaseModel
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from core.asgi_http import request_header
 from core.db import db_call
 from core.identity import Identity
+from core.models import AuditAction
 from mcp_gateway.asgi.envelope import jsonrpc_error
+from mcp_gateway.asgi.refusals import edge_audit
 from mcp_gateway.asgi.scope_keys import (
     IDENTITY_KEY,
     INITIALIZED_HOOK_KEY,
@@ -32,6 +35,7 @@ from mcp_gateway.asgi.scope_keys import (
 from mcp_gateway.models import TerminationReason
 from mcp_gateway.sessions import (
     LiveSession,
+    session_client_check,
     session_is_idle,
     session_needs_touch,
     session_new_id,
@@ -44,6 +48,8 @@ SESSION_HEADER = b"mcp-session-id"
 
 SESSION_REQUIRED = "Bad Request: Missing session ID"
 SESSION_NOT_FOUND = "Session not found"
+REFUSED_UNKNOWN = "No live session of this caller has this id (unknown, ended, or another's)."
+REFUSED_IDLE = "The session was idle past its lifetime and has ended."
 NO_STREAM = "This server offers no standalone SSE stream; notifications arrive on each request's response."
 
 
@@ -71,10 +77,20 @@ class McpSessionMiddleware:
             return
         session: LiveSession | None = scope.get(LIVE_SESSION_KEY)
         now = timezone.now()
+        refusal = REFUSED_UNKNOWN
         if session is not None and session_is_idle(session=session, now=now):
             await db_call(session_terminate, session_id=session.id, reason=TerminationReason.EXPIRED)
-            session = None
+            session, refusal = None, REFUSED_IDLE
         if session is None:
+            # Unknown, ended, or another person's: the same 404 for all (none confirms the id
+            # exists), and an audit row, as a guessed or stolen id is worth an operator's look.
+            await edge_audit(
+                action=AuditAction.SESSION_REFUSED,
+                identity=identity,
+                session_id=session_id,
+                target=method,
+                detail={"reason": refusal},
+            )
             await jsonrpc_error(send, status=404, code=-32002, message=SESSION_NOT_FOUND)
             return
         if session_needs_touch(session=session, now=now):
@@ -101,6 +117,11 @@ class McpSessionMiddleware:
         async def opened(
             client: InitializeRequestParams | None, protocol_version: str
         ) -> list[tuple[bytes, bytes]]:
+            capabilities = _as_json(client.capabilities) if client else {}
+            # Refused (-32602) before anything is written; the exchange answers the request with it.
+            session_client_check(
+                client_info=_as_json(client.client_info) if client else {}, client_capabilities=capabilities
+            )
             # The row exists before the client can learn the id.
             await db_call(
                 session_open,
@@ -109,15 +130,15 @@ class McpSessionMiddleware:
                 protocol_version=protocol_version,
                 client_name=client.client_info.name if client else "",
                 client_version=client.client_info.version if client else "",
-                client_capabilities=client.capabilities.model_dump(
-                    mode="json", by_alias=True, exclude_none=True
-                )
-                if client
-                else {},
+                client_capabilities=capabilities,
             )
             return [(SESSION_HEADER, session_id.encode())]
 
         await self.app({**scope, INITIALIZED_HOOK_KEY: opened}, receive, send)
+
+
+def _as_json(model: BaseModel) -> dict[str, Any]:
+    return model.model_dump(mode="json", by_alias=True, exclude_none=True)
 
 
 def _narrowed(identity: Identity, session_scopes: frozenset[str]) -> Identity:

@@ -318,7 +318,9 @@ async def test_a_consent_whose_role_grants_nothing_asked_for_is_audited_as_denie
     assert denied.detail == {"scopes": ["mcp:write"], "reason": "role"}
 
 
-async def test_a_consent_form_for_another_tenant_reaches_no_decision_and_is_not_audited(driver, browser):
+async def test_a_consent_form_for_another_tenant_reaches_no_decision_and_is_audited_as_tampered(
+    driver, browser
+):
     _, page = await driver.open_authorization(browser, Person("alice"))
     form = parse_form(page.text)
     request_id = _request_id()
@@ -328,7 +330,10 @@ async def test_a_consent_form_for_another_tenant_reaches_no_decision_and_is_not_
         headers={"X-Request-Id": request_id},
     )
     assert response.status_code == 400
-    assert await _events(request_id) == []
+    # Issue 13, item 8: no consent decision, but the altered form is on the record.
+    event = await _only_event(request_id)
+    assert event.action == AuditAction.CONSENT_TAMPERED
+    assert event.outcome == AuditOutcome.DENIED
 
 
 async def _admin_sign_in(server, *, username: str, password: str) -> tuple[httpx.Response, str]:

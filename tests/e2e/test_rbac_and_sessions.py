@@ -36,7 +36,8 @@ async def test_a_viewer_sees_only_read_tools_and_cannot_call_a_write_tool(server
     bob = Person("bob")
     async with sdk_client(server, bob) as (client, storage):
         tools = await client.list_tools()
-        assert [tool.name for tool in tools.tools] == ["whoami"]
+        # Read tools only: who they are, and their own data agent preferences.
+        assert [tool.name for tool in tools.tools] == ["whoami", "get_data_preferences"]
         assert storage.tokens is not None
         assert storage.tokens.scope == "mcp:read ontologies:read"
 

@@ -54,7 +54,7 @@ async def test_the_chosen_tenant_and_its_role_decide_what_the_token_can_do(serve
     async with sdk_client(server, dana_in_acme) as (client, storage):
         tools = await client.list_tools()
         whoami = await client.call_tool("whoami", {})
-    assert [tool.name for tool in tools.tools] == ["whoami"]
+    assert [tool.name for tool in tools.tools] == ["whoami", "get_data_preferences"]
     assert whoami.structured_content is not None
     assert whoami.structured_content["tenant"]["slug"] == "acme"
     assert storage.tokens is not None
