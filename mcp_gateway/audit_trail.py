@@ -126,7 +126,10 @@ class AuditTrail:
                 detail=detail,
             )
             if action == AuditAction.RATE_LIMITED:
-                await audit_refusal_record_async(entry, key=f"{limit_scope.value}:{target}")
+                # One count per tool and limit: a rate and a cap on concurrent queries stay apart.
+                data = detail.get("data")
+                limit = data.get("limit", "") if isinstance(data, dict) else ""
+                await audit_refusal_record_async(entry, key=f"{limit_scope.value}:{target}:{limit}")
             else:
                 await audit_record_async(entry)
 
