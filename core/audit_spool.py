@@ -131,8 +131,10 @@ class _Spool:
     def _open(self) -> IO[str]:
         path = _own_path()
         if self._file is None or self._path != path:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            self._file = path.open("a", encoding="utf-8")
+            # Rows name people and addresses: readable by the server's own user only.
+            path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            descriptor = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+            self._file = os.fdopen(descriptor, "a", encoding="utf-8")
             self._path = path
         return self._file
 

@@ -180,3 +180,12 @@ def test_the_replay_command_stores_a_spool_directory_copied_from_elsewhere(tmp_p
     call_command("audit_spool_replay", "--dir", str(elsewhere))
     assert AuditEvent.objects.filter(target="from-elsewhere").count() == 1
     assert not list(elsewhere.glob("*.jsonl"))
+
+
+def test_the_spool_is_readable_by_the_server_s_own_user_only(monkeypatch, spool_in_tmp):
+    with monkeypatch.context() as patch:
+        _database_away(patch)
+        audit_rows_write([AuditEntry(action=AuditAction.TOOL_CALLED, target="private")])
+    [spool_file] = list(spool_in_tmp.glob("*.jsonl"))
+    assert spool_in_tmp.stat().st_mode & 0o777 == 0o700
+    assert spool_file.stat().st_mode & 0o777 == 0o600
