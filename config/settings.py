@@ -306,7 +306,7 @@ GATEHOUSE: dict[str, Any] = {
     # that survives a restart.
     "AUDIT_SPOOL_DIR": env_str("AUDIT_SPOOL_DIR", default=str(LOCAL_DIR / "audit-spool")),
     # Repeated refusals of one key (person, limit) are written as one row per this many seconds.
-    "AUDIT_REFUSAL_WINDOW_SECONDS": env_int("AUDIT_REFUSAL_WINDOW_SECONDS", default=60, minimum=1),
+    "AUDIT_REFUSAL_WINDOW_SECONDS": env_int("AUDIT_REFUSAL_WINDOW_SECONDS", default=60, minimum=0),
     # OAuth clients (oauth.cimd, oauth.clients): see the comments above OAUTH2_PROVIDER.
     "CIMD_ALLOW_LOOPBACK": _cimd_allow_loopback,
     # Extra trust roots (a PEM file) for fetching metadata documents, besides the system's.

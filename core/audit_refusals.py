@@ -5,7 +5,9 @@
 would, except that refusals of the same key in the same window share rows. The key is who was
 refused (the user, else the username given, else the client address), ``entry.action`` and the
 caller's ``key`` (the limit or the reason refused: ``"tool:whoami"``, ``"login"``), and the window
-is ``AUDIT_REFUSAL_WINDOW_SECONDS`` (a minute by default), aligned to the clock.
+is ``AUDIT_REFUSAL_WINDOW_SECONDS`` (a minute by default), aligned to the clock; 0 turns counting
+off, so every refusal is its own row (the end-to-end suite's shared servers, whose tests each look
+for their own request's row).
 
 * The first refusal of a key in a window is written at once, with all its detail, exactly as
   ``audit_record`` would (the MCP caller waits for its row) plus ``detail["count"] = 1``.
@@ -80,6 +82,8 @@ class _RefusalTally:
         """The row to write now for this refusal, or None when it is counted for later. Never
         touches the database itself: the async caller is on the event loop."""
         seconds = gatehouse_settings.AUDIT_REFUSAL_WINDOW_SECONDS
+        if seconds == 0:  # counting off: every refusal is its own row
+            return dataclasses.replace(entry, detail={**entry.detail, COUNT_KEY: 1})
         window = int(entry.created.timestamp() // seconds)
         slot = ((str(entry.action), entry.tenant_id, _who(entry), key), window)
         with self._lock:
@@ -98,7 +102,9 @@ class _RefusalTally:
     def flush(self, *, everything: bool = False) -> int:
         """Write the counts of the windows that ended (all of them with ``everything``)."""
         seconds = gatehouse_settings.AUDIT_REFUSAL_WINDOW_SECONDS
-        current = int(time.time() // seconds)
+        if seconds == 0 and not self._tallies:
+            return 0
+        current = int(time.time() // max(seconds, 1))
         rows: list[AuditEntry] = []
         with self._lock:
             for slot, tally in list(self._tallies.items()):

@@ -16,7 +16,8 @@ from django.conf import settings
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from core.asgi_http import send_json
-from core.audit import audit_entry, audit_record_async
+from core.audit import audit_entry
+from core.audit_refusals import audit_refusal_record_async
 from core.models import AuditAction, AuditOutcome
 
 logger = logging.getLogger(__name__)
@@ -49,7 +50,7 @@ async def _refusal_audit(*, path: str, hosts: list[str]) -> None:
         detail={"reason": DUPLICATE_HOST, "hosts": hosts, "path": path[:200]},
     )
     try:
-        await audit_record_async(entry)
+        await audit_refusal_record_async(entry, key="duplicate-host")
     except Exception:
         logger.exception("Audit row for a request with two Host headers not written")
 

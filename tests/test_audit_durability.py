@@ -160,6 +160,15 @@ def test_repeated_refusals_of_one_key_are_counted_in_few_rows(user):
     assert any(row.detail.get("aggregated") for row in rows)
 
 
+def test_a_window_of_zero_writes_every_refusal_as_its_own_row(user, settings):
+    settings.GATEHOUSE = {**settings.GATEHOUSE, "AUDIT_REFUSAL_WINDOW_SECONDS": 0}
+    for _ in range(3):
+        audit_refusal_record(key="login", action=AuditAction.RATE_LIMITED, user=user, detail={})
+    assert audit_refusals_flush() == 0
+    rows = list(AuditEvent.objects.filter(action=AuditAction.RATE_LIMITED, user=user))
+    assert [row.detail for row in rows] == [{"count": 1}] * 3
+
+
 @pytest.fixture
 def user(db):
     from tests.factories import UserFactory

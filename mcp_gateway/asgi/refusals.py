@@ -2,8 +2,9 @@
 
 A refusal before any tool runs (a token refused, a session that is not the caller's, a foreign
 Host or Origin) is evidence an operator may need, so each leaves a row; a failure nobody expected
-leaves a ``server.error`` row. Every such row goes through ``edge_audit``, so how they are written
-(one row each today, aggregated per key and minute once floods are bounded) changes in one place.
+leaves a ``server.error`` row. Every such row goes through ``edge_audit``. Refusals are counted
+per caller (or address), action and reason and minute (``core.audit_refusals``), so someone
+hammering the endpoint with a garbage token cannot bloat the table; failures are written one each.
 The token itself is never recorded; the row names the token's database id when it is known.
 """
 
@@ -14,6 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from core.audit import audit_entry, audit_record_async
+from core.audit_refusals import audit_refusal_record_async
 from core.identity import Identity
 from core.models import AuditAction, AuditOutcome
 
@@ -40,7 +42,11 @@ async def edge_audit(
         detail=detail,
     )
     try:
-        await audit_record_async(entry)
+        if outcome == AuditOutcome.DENIED:
+            reason = str((detail or {}).get("reason", ""))[:100]
+            await audit_refusal_record_async(entry, key=f"{target[:100]}:{reason}")
+        else:
+            await audit_record_async(entry)
     except Exception:
         # The answer to the client matters more than its row: it is still in the log.
         logger.exception("Audit row for a refused MCP request not written: %s", action)

@@ -331,7 +331,7 @@ async def test_a_row_the_database_cannot_take_is_spooled_then_replayed_exactly_o
 
 @pytest.fixture
 def refusal_server(database_url, tmp_path_factory) -> Iterator[DaphneServer]:
-    yield from _serve(tmp_path_factory, database_url, "refusals")
+    yield from _serve(tmp_path_factory, database_url, "refusals", AUDIT_REFUSAL_WINDOW_SECONDS="60")
 
 
 async def test_a_flood_of_refusals_is_counted_in_a_bounded_number_of_rows(
