@@ -22,9 +22,12 @@ from collections.abc import Iterator
 from functools import cache
 from urllib.parse import unquote_to_bytes
 
+from django.conf import settings
+from django.contrib import messages
+from django.core.exceptions import RequestDataTooBig
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.http.multipartparser import MultiPartParserError
-from django.shortcuts import render
+from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils.deprecation import MiddlewareMixin
 
@@ -34,6 +37,10 @@ PARAMETER_HAS_NUL = "The {name} parameter contains a NUL character."
 PARAMETER_NOT_UTF8 = "The {name} parameter is not valid UTF-8."
 PARAMETER_NAME_UNSAFE = "A parameter name contains a NUL character or is not valid UTF-8."
 FORM_UNREADABLE = "The form body could not be read."
+# Django refuses larger bodies and more fields with its own HTML 400 page, wherever the body is
+# first read; the guard reads it first, so the answer is the endpoint's own shape.
+FORM_TOO_LARGE = "The form is too large ({limit} bytes at most)."
+FORM_TOO_MANY_FIELDS = "The form has too many fields ({limit} at most)."
 FORM_CONTENT_TYPE = "application/x-www-form-urlencoded"
 MULTIPART_CONTENT_TYPE = "multipart/form-data"
 
@@ -95,13 +102,19 @@ def _multipart_fields(request: HttpRequest) -> Iterator[tuple[bytes, bytes]]:
 def request_unsafe_parameter(request: HttpRequest) -> str | None:
     """Why a parameter of this request cannot be used (a message for the caller), else None."""
     sources: list[Iterator[tuple[bytes, bytes]]] = [_pairs(request.META.get("QUERY_STRING", ""))]
-    if request.method == "POST" and request.content_type == FORM_CONTENT_TYPE:
-        sources.append(_pairs(request.body))
-    elif request.method == "POST" and request.content_type == MULTIPART_CONTENT_TYPE:
-        try:
+    try:
+        if request.method == "POST" and request.content_type == FORM_CONTENT_TYPE:
+            body = request.body
+            most = settings.DATA_UPLOAD_MAX_NUMBER_FIELDS
+            if most is not None and body.count(b"&") >= most:
+                return FORM_TOO_MANY_FIELDS.format(limit=most)
+            sources.append(_pairs(body))
+        elif request.method == "POST" and request.content_type == MULTIPART_CONTENT_TYPE:
             sources.append(iter(list(_multipart_fields(request))))
-        except MultiPartParserError:
-            return FORM_UNREADABLE
+    except RequestDataTooBig:
+        return FORM_TOO_LARGE.format(limit=settings.DATA_UPLOAD_MAX_MEMORY_SIZE)
+    except MultiPartParserError:
+        return FORM_UNREADABLE
     sources.append(_basic_credentials(request))
     for source in sources:
         for name, value in source:
@@ -127,8 +140,26 @@ def oauth_invalid_request(message: str) -> JsonResponse:
     return response
 
 
+@cache
+def _login_paths() -> frozenset[str]:
+    return frozenset({reverse("login"), reverse("admin:login")})
+
+
+def _body_too_large(request: HttpRequest) -> bool:
+    try:
+        request.body  # noqa: B018 (read for its check: Django raises past DATA_UPLOAD_MAX_MEMORY_SIZE)
+    except RequestDataTooBig:
+        return True
+    return False
+
+
 class OAuthParameterGuardMiddleware(MiddlewareMixin):
     def process_request(self, request: HttpRequest) -> HttpResponse | None:
+        if request.method == "POST" and request.path in _login_paths() and _body_too_large(request):
+            # The CSRF check reads the form before the sign-in view could answer: send the person
+            # back to the form, which shows why (every other problem the view answers itself).
+            messages.error(request, FORM_TOO_LARGE.format(limit=settings.DATA_UPLOAD_MAX_MEMORY_SIZE))
+            return redirect(request.get_full_path())
         for_person = _guarded_paths().get(request.path)
         if for_person is None:
             return None

@@ -44,3 +44,31 @@ def test_an_unreadable_multipart_body_is_an_oauth_invalid_request(client: Client
     response = client.generic("POST", "/oauth/token/", b"code=abc", content_type="multipart/form-data")
     assert response.status_code == 400
     assert response.json() == {"error": "invalid_request", "error_description": FORM_UNREADABLE}
+
+
+@pytest.mark.django_db
+def test_an_oversize_or_many_field_token_request_is_an_oauth_invalid_request(client: Client, settings):
+    """Django's own answer to both is its HTML 400 page; the token endpoint answers JSON."""
+    settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 1000
+    oversize = client.post("/oauth/token/", data=b"code=" + b"c" * 2000, content_type=FORM)
+    settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 100_000
+    many = client.post("/oauth/token/", data=b"&".join(b"f%d=1" % n for n in range(1100)), content_type=FORM)
+
+    assert (oversize.status_code, oversize.json()["error"]) == (400, "invalid_request")
+    assert "1000 bytes" in oversize.json()["error_description"]
+    assert (many.status_code, many.json()["error"]) == (400, "invalid_request")
+    assert "too many fields" in many.json()["error_description"]
+
+
+@pytest.mark.django_db
+def test_an_oversize_sign_in_form_goes_back_to_the_form_saying_why(client: Client, settings):
+    settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 1000
+    response = client.post(
+        "/accounts/login/?next=/accounts/connected/",
+        data=b"username=alice&password=" + b"p" * 2000,
+        content_type=FORM,
+        follow=True,
+    )
+
+    assert response.redirect_chain == [("/accounts/login/?next=/accounts/connected/", 302)]
+    assert "The form is too large (1000 bytes at most)." in response.content.decode()

@@ -322,6 +322,12 @@ def _oauth_cases() -> Iterator[Case]:
             body,
             headers={"content-type": "application/json"},
         )
+    # Past Django's DATA_UPLOAD_MAX_MEMORY_SIZE (2.5 MB): refused before any field is read.
+    oversize = _form({**token_base, "code": "c" * 3_000_000})
+    yield Case("token oversize body", "oauth_json", "POST", "/oauth/token/", oversize, headers=FORM)
+    many_fields = b"&".join(b"f%d=1" % n for n in range(5000))
+    yield Case("token too many fields", "oauth_json", "POST", "/oauth/token/", many_fields, headers=FORM)
+    yield Case("revoke oversize body", "oauth_json", "POST", "/oauth/revoke/", oversize, headers=FORM)
     yield Case(
         "token json body",
         "oauth_json",
@@ -413,6 +419,8 @@ def _login_cases() -> Iterator[Case]:
             yield Case(
                 f"login {parameter} {name}", "login", "POST", "/accounts/login/", _form(fields), headers=FORM
             )
+    huge_login = _form({"username": "alice", "password": "p" * 3_000_000})
+    yield Case("login oversize body", "login", "POST", "/accounts/login/", huge_login, headers=FORM)
     for name, value in HOSTILE_FORM_VALUES.items():
         if name == "huge":
             value = "x" * URL_VALUE_CHARS
