@@ -46,10 +46,16 @@ applied = set(MigrationRecorder.Migration.objects.values_list("app", "name"))
 assert ("core", "0001_initial") not in applied
 assert ("oauth", "0005_remembered_consent_moves_here") not in applied
 from django.contrib.auth.models import Group, Permission
+from django.db import connection
+from django.db.migrations.loader import MigrationLoader
 from oauth2_provider.models import Application
 from accounts.models import Membership, Tenant, User
-from core.models import AuditEvent, RateLimitRule
-from oauth.models import RememberedConsent
+
+# The moved models as they were on the old release (today's classes have columns added since).
+old_apps = MigrationLoader(connection).project_state(OLD_LEAVES).apps
+AuditEvent = old_apps.get_model("mcp_gateway", "AuditEvent")
+RateLimitRule = old_apps.get_model("mcp_gateway", "RateLimitRule")
+RememberedConsent = old_apps.get_model("accounts", "RememberedConsent")
 
 tenant = Tenant.objects.create(slug="old-acme", name="Old Acme")
 user = User.objects.create_user(username="old-alice", password="x-unused-x")
@@ -60,12 +66,14 @@ app = Application.objects.create(
 )
 for i in range(3):
     AuditEvent.objects.create(
-        action="tool.called", outcome="ok", tenant=tenant, user=user, username="old-alice",
-        application=app, client_id=app.client_id, target=f"tool-{i}", detail={"n": i, "text": "é"},
+        action="tool.called", outcome="ok", tenant_id=tenant.pk, user_id=user.pk, username="old-alice",
+        application_id=app.pk, client_id=app.client_id, target=f"tool-{i}", detail={"n": i, "text": "é"},
     )
-RateLimitRule.objects.create(scope="tool", target="whoami", tenant=tenant, limit=3, period_seconds=60)
-RateLimitRule.objects.create(scope="login", target="", tenant=None, limit=7, period_seconds=3600)
-RememberedConsent.objects.create(user=user, application=app, tenant=tenant, scopes="mcp:read")
+RateLimitRule.objects.create(scope="tool", target="whoami", tenant_id=tenant.pk, limit=3, period_seconds=60)
+RateLimitRule.objects.create(scope="login", target="", tenant_id=None, limit=7, period_seconds=3600)
+RememberedConsent.objects.create(
+    user_id=user.pk, application_id=app.pk, tenant_id=tenant.pk, scopes="mcp:read"
+)
 operators = Group.objects.create(name="operators")
 operators.permissions.add(
     Permission.objects.get(content_type__app_label="mcp_gateway", codename="view_auditevent"),
