@@ -12,6 +12,8 @@ from typing import Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from core.json_bounds import JsonTooDeep, json_loads_bounded
+
 MAX_CLARIFYING_QUESTIONS = 3
 _FENCE = re.compile(r"^```[a-zA-Z]*\s*|\s*```$")
 
@@ -92,7 +94,10 @@ def phase_reply_parse(text: str, model: type[ReplyT]) -> ReplyT:
     if start < 0 or end <= start:
         raise ReplyUnusable("The answer held no JSON object.")
     try:
-        data = json.loads(stripped[start : end + 1])
+        # A model's text is input like any client's: bounded in depth like every parser's.
+        data = json_loads_bounded(stripped[start : end + 1])
+    except JsonTooDeep as error:
+        raise ReplyUnusable(f"The JSON did not parse: {error}") from None
     except json.JSONDecodeError as error:
         raise ReplyUnusable(f"The JSON did not parse: {error.msg} at character {error.pos}.") from None
     try:

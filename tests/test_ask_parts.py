@@ -29,6 +29,7 @@ def test_a_reply_in_a_code_fence_with_prose_around_it_parses():
         ("no json here", "held no JSON object"),
         ('{"action": "answer",}', "did not parse"),
         ('{"action": "guess"}', "action"),
+        ('{"action": ' + "[" * 10_000 + "]" * 10_000 + "}", "deeper than 64"),
     ],
 )
 def test_an_unusable_reply_says_what_is_wrong(text, problem):
