@@ -10,11 +10,14 @@ SCOPE_DATA_AGENT_WRITE = "data_agent:write"
 
 scope_register(
     name=SCOPE_ONTOLOGIES_READ,
-    description="Read your tenant's data catalogue",
+    description="Read your tenant's data catalogue and your own data agent preferences",
     roles=[Role.ADMIN, Role.CONTRIBUTOR, Role.VIEWER],
 )
 scope_register(
     name=SCOPE_DATA_AGENT_WRITE,
-    description="Ask questions of your tenant's data and run read-only queries",
+    description=(
+        "Run queries and ask questions on your tenant's data sources (reading the data, and using"
+        " your tenant's language model), and change your data agent preferences"
+    ),
     roles=[Role.ADMIN, Role.CONTRIBUTOR],
 )
