@@ -126,3 +126,30 @@ async def test_a_tenant_swapped_into_the_form_is_refused_with_its_message(tab, d
     await tab.screenshot("refused-other-tenant")
     assert tab.arrivals == []
     assert await _granted_tenants(client_id) == []
+
+
+async def test_the_consent_page_says_who_is_signed_in_and_another_person_can_take_over(tab, driver, erin):
+    """ "Not you? Sign out" leads back to the sign-in page of the same request, and the next person
+    sees the consent page as themselves."""
+    page = tab.page
+    await open_authorization(driver, page)
+    await sign_in_by_keyboard(page, username="alice", password=DEMO_PASSWORD)
+    await expect(page.locator("#signed-in")).to_contain_text("Signed in as alice")
+
+    await page.get_by_role("button", name="Sign out").click()
+    await sign_in_by_keyboard(page, username="erin-browser", password=DEFAULT_PASSWORD)
+
+    await expect(page.locator("#signed-in")).to_contain_text("Signed in as erin-browser")
+    await expect(page.get_by_role("radio", name="Globex")).to_be_visible()
+
+
+async def test_allow_is_the_primary_button_and_deny_looks_different(tab, driver):
+    page = tab.page
+    await open_authorization(driver, page)
+    await sign_in_by_keyboard(page, username="alice", password=DEMO_PASSWORD)
+
+    allow = await page.get_by_role("button", name="Allow").evaluate(
+        "b => getComputedStyle(b).backgroundColor"
+    )
+    deny = await page.get_by_role("button", name="Deny").evaluate("b => getComputedStyle(b).backgroundColor")
+    assert allow != deny
