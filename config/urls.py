@@ -9,6 +9,7 @@ from core.metrics import metrics_view
 from oauth import views as oauth_views
 from oauth.authorize import ConsentView
 from oauth.discovery import discovery_urlpatterns
+from portal import views as portal_views
 from portal.login import AdminLoginView, LoginView
 
 # One list under DOT's namespace, so its metadata views can reverse every endpoint. Discovery
@@ -27,6 +28,7 @@ oauth2_urlpatterns = [
 ]
 
 urlpatterns = [
+    path("", portal_views.home, name="home"),
     path("", include((oauth2_urlpatterns, "oauth2_provider"))),
     path("accounts/login/", LoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),

@@ -1,9 +1,11 @@
-"""A signed-in person's own pages: the applications connected to their account, and their live
-MCP sessions, each with a button that ends it. Every row is looked up as the person's own, so
-another person's client or session answers 404 (``accounts.connected``)."""
+"""The home page (what this server is, the address to give a client), and a signed-in person's own
+pages: the applications connected to their account, and their live MCP sessions, each with a
+button that ends it. Every row is looked up as the person's own, so another person's client or
+session answers 404 (``accounts.connected``)."""
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
@@ -13,6 +15,7 @@ from django.views.decorators.http import require_GET, require_POST
 
 from accounts.models import User
 from accounts.scopes import scope_definitions
+from accounts.selectors import membership_list_for_user
 from portal.connected import (
     connection_get,
     connection_list_for_user,
@@ -29,6 +32,18 @@ def _person(request: HttpRequest) -> User:
     # login_required has run, so this is a signed-in person, never AnonymousUser.
     assert isinstance(request.user, User)
     return request.user
+
+
+@never_cache
+@require_GET
+def home(request: HttpRequest) -> HttpResponse:
+    """What this server is and the address to give a client; signed in, one's tenants and roles.
+
+    The admin's "View site" link lands here too, so ``/`` is never a bare Not Found."""
+    memberships = list(membership_list_for_user(user=request.user)) if isinstance(request.user, User) else []
+    return render(
+        request, "accounts/home.html", {"mcp_url": settings.MCP_RESOURCE_URL, "memberships": memberships}
+    )
 
 
 @never_cache

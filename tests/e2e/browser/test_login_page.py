@@ -63,3 +63,16 @@ async def test_a_wrong_password_is_announced_and_can_be_corrected_by_keyboard(ta
     # Frank belongs to no tenant, so signing in leads to the refusal page, not back to the login.
     await page.wait_for_url(f"{tab.base_url}/oauth/authorize/**")
     await expect(page.get_by_role("heading", name="No tenant to connect")).to_be_visible()
+
+
+async def test_the_home_page_gives_the_mcp_address_and_after_sign_in_the_person_s_tenants(tab, driver):
+    page = tab.page
+    await page.goto(f"{tab.base_url}/")
+    await expect(page.locator("#mcp-url")).to_have_text(f"{driver.server.public_url}/mcp")
+    await tab.screenshot("home")
+
+    await page.get_by_role("link", name="Sign in").click()
+    await sign_in_by_keyboard(page, username="alice", password=DEMO_PASSWORD)
+    await page.wait_for_url(f"{tab.base_url}/")  # back where the person started
+    await expect(page.locator("#tenants")).to_contain_text("Acme")
+    await expect(page.get_by_role("link", name="Home")).to_have_attribute("aria-current", "page")

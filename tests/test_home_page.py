@@ -1,0 +1,43 @@
+"""The home page: never a bare Not Found; signed out, what this is and the address to paste into a
+client; signed in, the person's active tenants and roles, and links to their own pages."""
+
+from __future__ import annotations
+
+import pytest
+from django.conf import settings
+from django.test import Client
+
+pytestmark = pytest.mark.django_db
+
+
+def test_signed_out_it_shows_the_mcp_address_and_a_way_to_sign_in(client: Client):
+    response = client.get("/")
+
+    assert response.status_code == 200
+    page = response.content.decode()
+    assert settings.MCP_RESOURCE_URL in page
+    assert 'href="/accounts/login/?next=/"' in page
+    assert "Your tenants" not in page
+
+
+def test_signed_in_it_lists_the_person_s_active_tenants_and_roles_only(client: Client, owner, outsider):
+    client.force_login(owner.user)
+    page = client.get("/").content.decode()
+
+    assert "Acme Test" in page
+    assert "you are admin" in page
+    assert "other-test" not in page
+    assert 'href="/accounts/connected/"' in page
+    assert 'href="/accounts/sessions/"' in page
+
+
+def test_a_deactivated_tenant_is_not_listed(client: Client, owner):
+    owner.tenant.is_active = False
+    owner.tenant.save()
+    client.force_login(owner.user)
+
+    assert "You belong to no tenant yet" in client.get("/").content.decode()
+
+
+def test_the_admin_s_view_site_link_leads_to_it(admin_client: Client):
+    assert 'href="/"' in admin_client.get("/admin/").content.decode()
