@@ -50,7 +50,8 @@ CSRF_TRUSTED_ORIGINS = [PUBLIC_URL]
 
 INSTALLED_APPS = [
     "daphne",
-    "django.contrib.admin",
+    # Django's admin under Gatehouse's name, the OAuth models in one section (config/admin_site.py).
+    "config.admin_site.GatehouseAdminConfig",
     "django.contrib.auth",
     "django.contrib.contenttypes",
     "django.contrib.sessions",

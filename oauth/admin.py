@@ -14,7 +14,7 @@ import oauth2_provider.admin as dot_admin
 from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest
-from oauth2_provider.models import Application, get_application_model
+from oauth2_provider.models import Application, get_application_model, get_id_token_model
 
 from oauth.models import AccessToken, Grant, RedirectUriPattern, RefreshToken, RememberedConsent
 from oauth.services import BY_OPERATOR, RevokedCounts, access_token_revoke, refresh_token_revoke
@@ -25,7 +25,8 @@ SECRET_NONE = "None (public client)."
 SECRET_HIDDEN = "Stored, and never shown here."
 REVOKED_MESSAGE = "Revoked {access} access token(s) and {refresh} refresh token(s)."
 
-for model in (get_application_model(), AccessToken, RefreshToken, Grant):
+# DOT's ID tokens are not shown: Gatehouse is not an OpenID provider and never issues one.
+for model in (get_application_model(), AccessToken, RefreshToken, Grant, get_id_token_model()):
     if admin.site.is_registered(model):
         admin.site.unregister(model)
 

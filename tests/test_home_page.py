@@ -41,3 +41,14 @@ def test_a_deactivated_tenant_is_not_listed(client: Client, owner):
 
 def test_the_admin_s_view_site_link_leads_to_it(admin_client: Client):
     assert 'href="/"' in admin_client.get("/admin/").content.decode()
+
+
+def test_the_admin_carries_gatehouse_s_name_and_one_oauth_section_without_id_tokens(admin_client: Client):
+    page = admin_client.get("/admin/").content.decode()
+
+    assert "Gatehouse administration" in page
+    assert "Django OAuth Toolkit" not in page
+    assert "Id tokens" not in page
+    oauth_section = page.split("OAuth grants and tokens", 1)[1].split("</table>", 1)[0]
+    assert "Applications" in oauth_section
+    assert "Access tokens" in oauth_section
