@@ -16,6 +16,7 @@ from __future__ import annotations
 import datetime
 import json
 import logging
+import math
 import sqlite3
 import threading
 import time
@@ -121,10 +122,13 @@ def json_safe(value: Any) -> Any:
 
 def json_cell(value: Any) -> str | int | float | bool | None:
     """A cell as ``Cell`` publishes it: JSON-safe, and an array or a JSON document as its JSON text
-    (a row is a list of scalars to every client, whatever the column's type)."""
+    (a row is a list of scalars to every client, whatever the column's type). A float that JSON
+    cannot carry (NaN, infinities) is named in words, as a numeric column's already is."""
     safe = json_safe(value)
     if isinstance(safe, list | dict):
         return json.dumps(safe, ensure_ascii=False, separators=(",", ":"))
+    if isinstance(safe, float) and not math.isfinite(safe):
+        return str(Decimal(safe))
     return safe
 
 
