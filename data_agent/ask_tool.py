@@ -19,7 +19,6 @@ from mcp_types import (
     ElicitRequestFormParams,
     ElicitResult,
     InputRequiredResult,
-    TextContent,
 )
 from pydantic import BaseModel, Field, StringConstraints
 
@@ -29,11 +28,13 @@ from core.errors import Timeout
 from data_agent.arguments import OntologyId
 from data_agent.ask_pipeline import Outcome, QuestionRun, question_context_load
 from data_agent.ask_schemas import ClarifyingQuestion
+from data_agent.executor import Cell
 from data_agent.scopes import SCOPE_DATA_AGENT_WRITE, SCOPE_ONTOLOGIES_READ
 from mcp_gateway.audit_trail import audit_note
 from mcp_gateway.client_requests import client_asks_between_calls, client_elicit_optional, client_offers_forms
 from mcp_gateway.identity import identity_from_context
 from mcp_gateway.registry import tool
+from mcp_gateway.tool_results import tool_result
 
 QUESTION_MAX_CHARS = 2000
 # Rows in the narrative's table and in structured content; the rest are counted, not sent.
@@ -64,7 +65,7 @@ class AskAnswer(BaseModel):
     assumptions: list[str] = Field(description="What the planner assumed to make the question precise.")
     sql: str | None = Field(description="The query that ran, as the gate rebuilt it.")
     columns: list[str]
-    rows: list[list[Any]] = Field(description=f"The first {ROWS_IN_RESULT} rows of the result.")
+    rows: list[list[Cell]] = Field(description=f"The first {ROWS_IN_RESULT} rows of the result.")
     rowCount: int = Field(description="Rows the query returned (at most 10,000).")
     truncated: bool = Field(description="True when the query had more rows than it returned.")
     clarification: dict[str, Any] | None = Field(
@@ -204,8 +205,8 @@ async def ask_question(
 
 
 def answer_result(outcome: Outcome) -> CallToolResult:
-    """The outcome as content blocks (narrative, chart_specs, data_lineage, caveats, in that order)
-    and as structured content carrying the same data."""
+    """The outcome as content blocks (narrative, chart_specs, data_lineage, caveats, in that order,
+    then the structured content as JSON) and as structured content carrying the same data."""
     result = outcome.result
     answer = AskAnswer(
         status=outcome.status,
@@ -246,10 +247,8 @@ def answer_result(outcome: Outcome) -> CallToolResult:
         blocks.append(json.dumps(outcome.lineage, ensure_ascii=False))
         if outcome.caveats:
             blocks.append("\n".join(f"{CAVEAT_SIGN} {c}" for c in outcome.caveats))
-    return CallToolResult(
-        content=[TextContent(type="text", text=text) for text in blocks],
-        structured_content=answer.model_dump(mode="json"),
-    )
+    # The whole answer as JSON last, for a client that shows its model only text.
+    return tool_result(structured=answer.model_dump(mode="json"), summary=blocks)
 
 
 def _narrative(outcome: Outcome) -> str:

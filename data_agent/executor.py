@@ -14,7 +14,9 @@ driver's own connection error text (which names hosts).
 from __future__ import annotations
 
 import datetime
+import json
 import logging
+import math
 import sqlite3
 import threading
 import time
@@ -22,10 +24,11 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Any
+from typing import Annotated, Any
 
 import psycopg
 import psycopg.errors
+from pydantic import WithJsonSchema
 
 from core.errors import InvalidInput, Timeout, Unavailable
 from data_agent.introspection import sqlite_path
@@ -90,6 +93,11 @@ class QueryResult:
     elapsed_ms: float
 
 
+# A row's cell as tool output schemas publish it: a concrete type every common validator accepts.
+CELL_JSON_SCHEMA: dict[str, Any] = {"type": ["string", "number", "integer", "boolean", "null"]}
+Cell = Annotated[Any, WithJsonSchema(CELL_JSON_SCHEMA)]
+
+
 def json_safe(value: Any) -> Any:
     """A value JSON can carry: exact decimals as floats when lossless, else as strings; times as ISO."""
     if value is None or isinstance(value, bool | int | float | str):
@@ -110,6 +118,18 @@ def json_safe(value: Any) -> Any:
     if isinstance(value, dict):
         return {str(k): json_safe(v) for k, v in value.items()}
     return str(value)
+
+
+def json_cell(value: Any) -> str | int | float | bool | None:
+    """A cell as ``Cell`` publishes it: JSON-safe, and an array or a JSON document as its JSON text
+    (a row is a list of scalars to every client, whatever the column's type). A float that JSON
+    cannot carry (NaN, infinities) is named in words, as a numeric column's already is."""
+    safe = json_safe(value)
+    if isinstance(safe, list | dict):
+        return json.dumps(safe, ensure_ascii=False, separators=(",", ":"))
+    if isinstance(safe, float) and not math.isfinite(safe):
+        return str(Decimal(safe))
+    return safe
 
 
 def query_execute(
@@ -143,7 +163,7 @@ def query_execute(
     rows = rows[:max_rows]
     return QueryResult(
         columns=columns,
-        rows=[[json_safe(v) for v in row] for row in rows],
+        rows=[[json_cell(v) for v in row] for row in rows],
         truncated=truncated,
         row_count=len(rows),
         elapsed_ms=round((time.monotonic() - started) * 1000, 1),

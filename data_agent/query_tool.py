@@ -6,13 +6,13 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from mcp.server.mcpserver import Context
-from mcp_types import CallToolResult, TextContent
+from mcp_types import CallToolResult
 from pydantic import BaseModel, Field, StringConstraints
 
 from core.conf import gatehouse_settings
 from core.db import db_call
 from data_agent.arguments import OntologyId
-from data_agent.executor import DEFAULT_MAX_ROWS, DEFAULT_TIMEOUT_SECONDS, QueryResult
+from data_agent.executor import DEFAULT_MAX_ROWS, DEFAULT_TIMEOUT_SECONDS, Cell, QueryResult
 from data_agent.query_pool import QuerySource, query_run_fairly
 from data_agent.query_slots import QueryCaller
 from data_agent.scopes import SCOPE_DATA_AGENT_WRITE, SCOPE_ONTOLOGIES_READ
@@ -25,13 +25,14 @@ from data_agent.sql_gate import SQL_MAX_CHARS
 from mcp_gateway.audit_trail import audit_note
 from mcp_gateway.identity import identity_from_context
 from mcp_gateway.registry import tool
+from mcp_gateway.tool_results import tool_result
 
 TRUNCATED_NOTE = f"The first {DEFAULT_MAX_ROWS:,} rows are shown: the result had more and was cut there."
 
 
 class QueryAnswer(BaseModel):
     columns: list[str]
-    rows: list[list[Any]]
+    rows: list[list[Cell]]
     rowCount: int = Field(description="Rows returned (at most 10,000).")
     truncated: bool = Field(description="True when the query had more rows than were returned.")
     sql: str = Field(description="The SQL that ran: the query as the gate rebuilt it, comments dropped.")
@@ -101,7 +102,8 @@ async def run_query(
         sql=run.gated.sql,
         lineage=lineage,
     )
-    return CallToolResult(
-        content=[TextContent(type="text", text=_summary(result, [d["name"] for d in lineage["datasets"]]))],
-        structured_content=answer.model_dump(mode="json"),
+    # The summary for a person, then the rows themselves for a client that shows its model only text.
+    return tool_result(
+        structured=answer.model_dump(mode="json"),
+        summary=[_summary(result, [d["name"] for d in lineage["datasets"]])],
     )

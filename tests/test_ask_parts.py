@@ -131,6 +131,8 @@ def test_an_answer_lays_out_narrative_chart_lineage_and_caveats_in_order():
     assert json.loads(texts[2]) == {"_type": "data_lineage"}
     assert texts[3] == "⚠️ Few rows."
     assert result.structured_content is not None
+    # Last, the whole answer as JSON, for a client that shows its model only text.
+    assert (len(texts), json.loads(texts[4])) == (5, result.structured_content)
     assert len(result.structured_content["rows"]) == 25
 
 

@@ -73,6 +73,18 @@ def test_it_returns_columns_and_json_safe_rows_from_postgres(pg_url):
     assert (result.row_count, result.truncated) == (2, False)
 
 
+def test_an_array_or_json_column_arrives_as_its_json_text_so_every_cell_is_a_scalar(pg_url):
+    sql = """SELECT ARRAY[1, 2] AS ids, '{"a": [true, null]}'::jsonb AS doc, 'x' AS plain"""
+    result = query_execute(url=pg_url, kind="postgres", sql=sql)
+    assert result.rows == [["[1,2]", '{"a":[true,null]}', "x"]]
+
+
+def test_a_float_json_cannot_carry_is_named_in_words(pg_url):
+    sql = "SELECT 'NaN'::float8, 'Infinity'::float8, '-Infinity'::float8, 1.5::float8"
+    result = query_execute(url=pg_url, kind="postgres", sql=sql)
+    assert result.rows == [["NaN", "Infinity", "-Infinity", 1.5]]
+
+
 def test_it_keeps_a_percent_sign_in_the_sql_as_it_is(pg_url):
     result = query_execute(url=pg_url, kind="postgres", sql="SELECT '100%' AS share")
     assert result.rows == [["100%"]]

@@ -109,8 +109,12 @@ async def _call_audit(transport: StampingTransport) -> AuditEvent:
 
 
 def _texts(result) -> list[str]:
+    """The readable blocks of an answer; its last block, checked here, is the structured content
+    as JSON, for a client that shows its model only text."""
     assert all(isinstance(block, TextContent) for block in result.content)
-    return [block.text for block in result.content]
+    *readable, last = [block.text for block in result.content]
+    assert json.loads(last) == result.structured_content
+    return readable
 
 
 async def test_alice_gets_sales_by_region_from_the_real_data(ask_server, acme_sales, acme_model, script):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import psycopg
 import pytest
 from mcp.shared.exceptions import MCPError
@@ -11,6 +13,7 @@ from data_agent.executor import json_safe
 from data_agent.models import Ontology
 from data_agent.sample import ONTOLOGY_NAME
 from data_agent.selectors import data_source_url
+from mcp_gateway.tool_results import TEXT_JSON_MAX_BYTES
 from tests.e2e.harness import Person, sdk_client
 from tests.e2e.stamping import StampingTransport, audit_events
 
@@ -59,7 +62,11 @@ async def test_alice_gets_revenue_by_region_with_its_lineage(server, acme_sales)
     }
     assert lineage["timeWindow"] == {"column": "o.order_date", "from": "2025-01-01", "to": "2026-01-01"}
     assert lineage["grain"] == {"level": "group", "by": ["r.name"]}
-    assert f"{len(expected)} rows" in result.content[0].text  # type: ignore[union-attr]
+    summary, data = (block.text for block in result.content)  # type: ignore[union-attr]
+    assert f"{len(expected)} rows" in summary
+    # The rows reach a client that shows its model only text: the structured content, as JSON.
+    assert json.loads(data) == answer
+    assert json.loads(data)["rows"] == expected
     [event] = await audit_events(transport.request_ids("tools/call")[0])
     assert (event.action, event.target) == (AuditAction.TOOL_CALLED, "run_query")
     assert event.detail["result"] == {"sql": answer["sql"], "rowCount": len(expected), "truncated": False}
@@ -73,6 +80,48 @@ async def test_a_result_past_10000_rows_is_cut_and_says_so(server, acme_sales):
     assert answer is not None
     assert (answer["rowCount"], len(answer["rows"]), answer["truncated"]) == (10_000, 10_000, True)
     assert "The first 10,000 rows are shown: the result had more" in result.content[0].text  # type: ignore[union-attr]
+    assert json.loads(result.content[-1].text) == answer  # type: ignore[union-attr]
+
+
+async def test_rows_past_the_text_bound_stay_whole_in_structured_content_and_the_text_says_so(
+    server, acme_sales
+):
+    sql = "SELECT l.*, r.*, l.*, r.* FROM order_lines l CROSS JOIN regions r"
+    async with sdk_client(server, Person("alice")) as (client, _):
+        result = await client.call_tool("run_query", {"ontologyId": str(acme_sales.id), "sql": sql})
+    answer = result.structured_content
+    assert answer is not None
+    assert len(answer["rows"]) == 10_000
+    summary, note, data = (block.text for block in result.content)  # type: ignore[union-attr]
+    assert summary.startswith("The first 10,000 rows are shown")
+    assert len(data.encode()) <= TEXT_JSON_MAX_BYTES
+    shown = json.loads(data)
+    kept = len(shown["rows"])
+    assert 0 < kept < 10_000
+    assert shown == {**answer, "rows": answer["rows"][:kept]}
+    assert note.startswith(f"The JSON below holds the first {kept:,} of 10,000 rows")
+    assert "structuredContent holds every row" in note
+
+
+async def test_every_structured_answer_repeats_its_structured_content_as_text(server, acme_sales):
+    calls = [
+        ("whoami", {}),
+        ("set_display_name", {"display_name": "Alice A."}),
+        ("get_data_preferences", {}),
+        ("set_data_preferences", {}),
+        ("run_query", {"ontologyId": str(acme_sales.id), "sql": "SELECT name FROM regions ORDER BY name"}),
+    ]
+    async with sdk_client(server, Person("alice")) as (client, _):
+        listed = {t.name: t for t in (await client.list_tools()).tools}
+        # ask_question's answers are checked in test_ask_question (it needs a scripted model).
+        assert {name for name, t in listed.items() if t.output_schema} == {name for name, _ in calls} | {
+            "ask_question"
+        }
+        for name, arguments in calls:
+            result = await client.call_tool(name, arguments)
+            assert not result.is_error, (name, result)
+            assert result.structured_content is not None
+            assert json.loads(result.content[-1].text) == result.structured_content, name  # type: ignore[union-attr]
 
 
 async def test_a_write_is_refused_as_invalid_input(server, acme_sales):
