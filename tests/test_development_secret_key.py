@@ -11,9 +11,12 @@ import os
 import secrets
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
+from urllib.parse import quote
 
 import pytest
 from django.conf import settings
+from django.db import connection
 
 from tests.python_process import python_run
 
@@ -35,6 +38,11 @@ def development_key() -> Iterator[str]:
         yield key
     finally:
         path.unlink(missing_ok=True)
+
+
+def _userinfo(db: dict[str, Any]) -> str:
+    password = db.get("PASSWORD") or ""
+    return quote(db["USER"], safe="") + (f":{quote(password, safe='')}" if password else "")
 
 
 def _env(**overrides: str) -> dict[str, str]:
@@ -84,3 +92,41 @@ def test_anything_but_loopback_http_still_needs_a_real_key(development_key, publ
     assert result.returncode != 0
     assert REFUSAL in result.stderr
     assert development_key not in result.stdout + result.stderr
+
+
+@pytest.mark.django_db
+def test_createsuperuser_works_as_the_banner_shows_it(development_key):
+    # The test database, which the subprocess sees committed rows of (migrations, its own writes).
+    db = connection.settings_dict
+    env = _env(
+        DATABASE_URL=f"postgres://{_userinfo(db)}@{db['HOST']}:{db['PORT']}/{db['NAME']}",
+        DJANGO_SUPERUSER_PASSWORD="Operator-" + secrets.token_urlsafe(12),
+    )
+    username = "operator-" + secrets.token_hex(4)
+    try:
+        created = python_run(
+            [
+                "manage.py",
+                "createsuperuser",
+                "--noinput",
+                "--username",
+                username,
+                "--email",
+                "op@example.com",
+            ],
+            env,
+        )
+        assert created.returncode == 0, created.stderr
+        assert "Superuser created successfully." in created.stdout
+        listed = python_run(["manage.py", "purge_unused_clients", "--dry-run"], env)
+        assert listed.returncode == 0, listed.stderr
+    finally:
+        python_run(
+            [
+                "manage.py",
+                "shell",
+                "-c",
+                f"from accounts.models import User; User.objects.filter(username={username!r}).delete()",
+            ],
+            env,
+        )
