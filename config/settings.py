@@ -157,13 +157,22 @@ else:
     # Persistent connections, health-checked before reuse, for Django's own queries (pages, admin,
     # and the MCP endpoint's db_call): reconnecting per query would dominate their latency. The
     # endpoint's per-request token lookup has its own async pool (core.db).
-    DATABASES = {
-        "default": dj_database_url.parse(
-            _database_url,
-            conn_max_age=env_int("DB_CONN_MAX_AGE", default=60, minimum=0),
-            conn_health_checks=True,
-        )
-    }
+    try:
+        DATABASES = {
+            "default": dj_database_url.parse(
+                _database_url,
+                conn_max_age=env_int("DB_CONN_MAX_AGE", default=60, minimum=0),
+                conn_health_checks=True,
+            )
+        }
+    except ValueError as exc:  # dj_database_url's ParseError and UnknownSchemeError
+        raise ImproperlyConfigured(
+            f"DATABASE_URL is not a database URL ({type(exc).__name__}); "
+            "write it as postgres://USER:PASSWORD@HOST:5432/NAME."
+        ) from None
+    # Another backend would fail later, with a traceback about its missing driver.
+    if DATABASES["default"]["ENGINE"] not in {"django.db.backends.postgresql", "django.db.backends.sqlite3"}:
+        raise ImproperlyConfigured("DATABASE_URL must name a PostgreSQL database (postgres://...) or SQLite.")
 
 _redis_url = env_optional("REDIS_URL")
 

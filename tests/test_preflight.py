@@ -123,3 +123,16 @@ def test_make_run_stops_on_a_bad_database_and_starts_no_server():
     assert "Gatehouse is starting" not in stdout
     with socket.socket() as probe:
         assert probe.connect_ex(("127.0.0.1", port)) != 0
+
+
+@pytest.mark.parametrize(
+    "database_url", ["nonsense", "postgres://postgres@127.0.0.1:99999/x", "mysql://u@127.0.0.1/x"]
+)
+def test_a_database_url_gatehouse_cannot_use_is_refused_with_its_shape(database_url):
+    # Refused while the settings load, so Django's traceback comes first; its last line is ours.
+    result = _preflight(database_url=database_url, port=_free_port())
+
+    assert result.returncode != 0
+    last = result.stderr.strip().splitlines()[-1]
+    assert "DATABASE_URL" in last
+    assert "postgres://" in last
