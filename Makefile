@@ -18,15 +18,20 @@ $(VENV)/.installed: pyproject.toml
 install: $(VENV)/.installed
 
 # Runs on the embedded SQLite file unless DATABASE_URL is set. The secret key is generated once
-# into the git-ignored .local/ folder unless SECRET_KEY or SECRET_KEY_FILE is given.
+# into the git-ignored .local/ folder unless SECRET_KEY or SECRET_KEY_FILE is given (settings find it
+# there too, for manage.py on a loopback development setup). `set -e`: any step that fails stops the
+# run; before, a `;` after the `&&` chain let Daphne start after a failed migrate. preflight says in
+# one line what is wrong with the port or the database before anything else runs.
 run: install
 	@mkdir -p .local
 	@test -s .local/secret_key || $(PY) -c "import secrets; print(secrets.token_urlsafe(50))" > .local/secret_key
-	@if [ -z "$$SECRET_KEY" ] && [ -z "$$SECRET_KEY_FILE" ]; then export SECRET_KEY_FILE=.local/secret_key; fi; \
+	@set -e; \
+	if [ -z "$$SECRET_KEY" ] && [ -z "$$SECRET_KEY_FILE" ]; then export SECRET_KEY_FILE=.local/secret_key; fi; \
 	export PORT=$(PORT); \
-	$(PY) manage.py migrate --noinput -v0 && \
-	$(PY) manage.py collectstatic --noinput -v0 && \
-	$(PY) manage.py bootstrap_demo && \
+	$(PY) manage.py preflight; \
+	$(PY) manage.py migrate --noinput -v0; \
+	$(PY) manage.py collectstatic --noinput -v0; \
+	$(PY) manage.py bootstrap_demo; \
 	public=$${PUBLIC_URL:-http://127.0.0.1:$(PORT)}; \
 	echo ""; \
 	echo "Gatehouse is starting."; \

@@ -13,7 +13,17 @@ from django.core.exceptions import ImproperlyConfigured
 
 from config.log_format import PLAIN_FORMAT, env_log_format
 from config.security import secret_key_validate
-from core.env import env_bool, env_fernet_key, env_int, env_list, env_optional, env_origin, env_rate, env_str
+from core.env import (
+    development_secret_key,
+    env_bool,
+    env_fernet_key,
+    env_int,
+    env_list,
+    env_optional,
+    env_origin,
+    env_rate,
+    env_str,
+)
 from core.loopback import is_loopback_host
 
 # litellm otherwise fetches its model cost map from GitHub when it is imported, and waits on it
@@ -25,13 +35,6 @@ LOCAL_DIR = BASE_DIR / ".local"
 
 DEBUG = env_bool("DEBUG", default=False)
 
-_secret = env_optional("SECRET_KEY")
-if _secret is None:
-    if not DEBUG:
-        raise ImproperlyConfigured("SECRET_KEY (or SECRET_KEY_FILE) is required unless DEBUG=true.")
-    _secret = "insecure-debug-only-key-never-used-in-production"
-SECRET_KEY = _secret
-
 # The one canonical public origin. It is the OAuth issuer and the base of the MCP resource
 # identifier, so a TLS-terminating proxy or a load balancer in front of several processes
 # changes nothing: nothing is derived from the Host header of a request.
@@ -42,6 +45,23 @@ MCP_RESOURCE_URL = f"{PUBLIC_URL}{MCP_PATH}"
 _public = urlsplit(PUBLIC_URL)
 _public_host = _public.hostname or ""
 _public_netloc = _public.netloc
+
+# `make run` generates a development key into the git-ignored .local/ folder. It is found here too,
+# so that `manage.py createsuperuser` and the other documented commands work without the Makefile,
+# but only for a development setup: a plain-http loopback PUBLIC_URL (unset is loopback). Anything
+# else (https, a public host) still refuses to start without a real SECRET_KEY.
+DEVELOPMENT_SECRET_KEY_FILE = LOCAL_DIR / "secret_key"
+_secret = env_optional("SECRET_KEY")
+if _secret is None:
+    _secret = development_secret_key(
+        path=DEVELOPMENT_SECRET_KEY_FILE,
+        development=_public.scheme == "http" and is_loopback_host(_public_host, allow_localhost_name=True),
+    )
+if _secret is None:
+    if not DEBUG:
+        raise ImproperlyConfigured("SECRET_KEY (or SECRET_KEY_FILE) is required unless DEBUG=true.")
+    _secret = "insecure-debug-only-key-never-used-in-production"
+SECRET_KEY = _secret
 
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", default=[_public_host, "127.0.0.1", "localhost"])
 if _public_host not in ALLOWED_HOSTS:
@@ -138,13 +158,22 @@ else:
     # Persistent connections, health-checked before reuse, for Django's own queries (pages, admin,
     # and the MCP endpoint's db_call): reconnecting per query would dominate their latency. The
     # endpoint's per-request token lookup has its own async pool (core.db).
-    DATABASES = {
-        "default": dj_database_url.parse(
-            _database_url,
-            conn_max_age=env_int("DB_CONN_MAX_AGE", default=60, minimum=0),
-            conn_health_checks=True,
-        )
-    }
+    try:
+        DATABASES = {
+            "default": dj_database_url.parse(
+                _database_url,
+                conn_max_age=env_int("DB_CONN_MAX_AGE", default=60, minimum=0),
+                conn_health_checks=True,
+            )
+        }
+    except ValueError as exc:  # dj_database_url's ParseError and UnknownSchemeError
+        raise ImproperlyConfigured(
+            f"DATABASE_URL is not a database URL ({type(exc).__name__}); "
+            "write it as postgres://USER:PASSWORD@HOST:5432/NAME."
+        ) from None
+    # Another backend would fail later, with a traceback about its missing driver.
+    if DATABASES["default"]["ENGINE"] not in {"django.db.backends.postgresql", "django.db.backends.sqlite3"}:
+        raise ImproperlyConfigured("DATABASE_URL must name a PostgreSQL database (postgres://...) or SQLite.")
 
 _redis_url = env_optional("REDIS_URL")
 

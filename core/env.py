@@ -112,3 +112,20 @@ def env_fernet_key(name: str) -> str | None:
         except (ValueError, binascii.Error) as exc:
             raise ImproperlyConfigured(f"{name} must be a Fernet key (Fernet.generate_key()).") from exc
     return value
+
+
+def development_secret_key(*, path: Path, development: bool) -> str | None:
+    """The key `make run` generated into ``path``, for a development setup only; else None.
+
+    Read only when no SECRET_KEY (or SECRET_KEY_FILE) is given. A missing or empty file is None, so
+    the caller's own refusal (or DEBUG's throwaway key) applies as before.
+    """
+    if not development:
+        return None
+    try:
+        value = path.read_text(encoding="utf-8").strip()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise ImproperlyConfigured(f"The development key {path} cannot be read: {exc}") from exc
+    return value or None

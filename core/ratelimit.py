@@ -102,6 +102,16 @@ class AppliedLimit:
     def text(self) -> str:
         return f"{self.item.amount} per {self.item.multiples} {self.item.GRANULARITY.name}"
 
+    def described(self, template: str | None) -> str:
+        """The limit as the refused client reads it: ``template`` with ``{amount}`` and ``{period}``
+        (``"{amount} registrations per {period} per address"`` reads "10 registrations per hour per
+        address"), else the plain ``text``."""
+        if template is None:
+            return self.text
+        unit = self.item.GRANULARITY.name
+        period = unit if self.item.multiples == 1 else f"{self.item.multiples} {unit}s"
+        return template.format(amount=self.item.amount, period=period)
+
     @property
     def period_seconds(self) -> int:
         return int(self.item.get_expiry())
@@ -309,10 +319,10 @@ def _async_store() -> _Store:
     return entry[1]
 
 
-def _refusal(applied: AppliedLimit, reset_time: float | None) -> RateLimited:
+def _refusal(applied: AppliedLimit, reset_time: float | None, described_as: str | None = None) -> RateLimited:
     period = applied.period_seconds
     wait = period if reset_time is None else math.ceil(reset_time - time.time())
-    return RateLimited(limit=applied.text, retry_after_seconds=min(max(wait, 1), period))
+    return RateLimited(limit=applied.described(described_as), retry_after_seconds=min(max(wait, 1), period))
 
 
 async def _hit_async(limiter: Any, item: RateLimitItem, identifiers: tuple[Any, ...]) -> float | None:
@@ -385,16 +395,17 @@ async def rate_limit_mcp(
         raise _refusal(counted, reset_time)
 
 
-def rate_limit_http(*, scope: RateLimitScope, key: str) -> None:
-    """Count one request for ``key``; raise RateLimited when over the limit that applies."""
+def rate_limit_http(*, scope: RateLimitScope, key: str, described_as: str | None = None) -> None:
+    """Count one request for ``key``; raise RateLimited when over the limit that applies (named in
+    the refusal by ``described_as``, an ``AppliedLimit.described`` template, when given)."""
     applied = rate_limit_for(scope=scope, tenant_id=None, target=key)
     if applied is None:
         return
     if applied.item.amount == 0:
-        raise _refusal(applied, None)
+        raise _refusal(applied, None, described_as)
     counted, reset_time = _count(_sync_store(), applied, (scope, key), scope=scope)
     if reset_time is not None:
-        raise _refusal(counted, reset_time)
+        raise _refusal(counted, reset_time, described_as)
 
 
 def rate_limit_storage_probe() -> None:
