@@ -60,6 +60,8 @@ class IssuedCliToken:
 
     token: str
     access_token: AccessToken
+    username: str
+    tenant_slug: str
     scopes: list[str]
     expires: datetime
     resource: str
@@ -178,6 +180,8 @@ def access_token_issue_for_cli(
     return IssuedCliToken(
         token=raw_token,
         access_token=access_token,
+        username=user.username,
+        tenant_slug=tenant.slug,
         scopes=granted,
         expires=expires,
         resource=settings.MCP_RESOURCE_URL,

@@ -56,10 +56,9 @@ class Command(BaseCommand):
             )
         except GatehouseError as exc:
             raise CommandError(exc.message) from exc
-        token = issued.access_token
         self.stderr.write(
-            f"Access token for {token.user.username} in {token.tenant.slug if token.tenant else '?'}, "
-            f"scopes {' '.join(issued.scopes)}, for {issued.resource}, "
-            f"expires {issued.expires.isoformat(timespec='seconds')} (shown once; not stored):"
+            f"Access token for {issued.username} in {issued.tenant_slug}, scopes {' '.join(issued.scopes)}, "
+            f"expires {issued.expires.isoformat(timespec='seconds')}. Send it to {issued.resource} as "
+            f'"Authorization: Bearer <token>". It is shown once, below, and stored only as a checksum:'
         )
         self.stdout.write(issued.token)
