@@ -5,6 +5,7 @@ the scopes asked for; every refusal is one clear line and a non-zero exit, never
 from __future__ import annotations
 
 import asyncio
+import json
 import subprocess
 import sys
 
@@ -102,3 +103,38 @@ async def test_a_viewer_cannot_be_given_write(server):
 async def test_invalid_utf8_in_the_username_is_refused_cleanly(server):
     done = await _issue(server, b"al\xffice", "--tenant", "acme")
     _refused_cleanly(done, "The username contains an unpaired surrogate")
+
+
+# The README's example, as written there but for the server's address.
+README_CURL = """curl -s http://127.0.0.1:8000/mcp \\
+  -H "Authorization: Bearer $TOKEN" \\
+  -H 'Content-Type: application/json' -H 'Accept: application/json, text/event-stream' \\
+  -H 'Mcp-Protocol-Version: 2026-07-28' -H 'Mcp-Method: tools/call' -H 'Mcp-Name: whoami' \\
+  -d '{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "whoami", "arguments": {},
+       "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                 "io.modelcontextprotocol/clientCapabilities": {},
+                 "io.modelcontextprotocol/clientInfo": {"name": "curl", "version": "1"}}}}'
+"""
+
+
+async def test_the_readme_curl_example_calls_whoami_with_the_printed_token(server):
+    done = await _issue(server, "bob", "--tenant", "acme")
+    assert done.returncode == 0, done.stderr.decode()
+    script = README_CURL.replace("http://127.0.0.1:8000", server.base_url)
+
+    answered = await asyncio.to_thread(
+        subprocess.run,
+        ["bash", "-c", script],
+        env={"PATH": "/usr/bin:/bin", "TOKEN": done.stdout.decode().strip()},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+    assert answered.returncode == 0, answered.stderr
+    # An SSE stream of one message (or, from another server, plain JSON).
+    events = [line[5:] for line in answered.stdout.splitlines() if line.startswith("data:")]
+    (message,) = [json.loads(event) for event in events] or [json.loads(answered.stdout)]
+    me = message["result"]["structuredContent"]
+    assert (me["user"]["username"], me["tenant"]["slug"], me["role"]) == ("bob", "acme", "viewer")
