@@ -10,6 +10,8 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from oauth2_provider.exceptions import OAuthToolkitError
 from oauth2_provider.models import Application
+from oauth2_provider.oauth2_backends import _add_iss_to_redirect
+from oauth2_provider.settings import oauth2_settings
 from oauth2_provider.views import AuthorizationView
 from oauthlib.oauth2.rfc6749.errors import (
     AccessDeniedError,
@@ -77,6 +79,19 @@ class ConsentView(AuthorizationView):
         if not membership_list_for_user(user=request.user).exists():
             return render(request, "accounts/no_tenant.html", {"message": NO_TENANT_MESSAGE}, status=403)
         return super().get(request, *args, **kwargs)
+
+    def redirect(self, redirect_to: str, application: Application | None) -> HttpResponse:
+        """Every answer sent back to the client carries ``iss`` (RFC 9207 section 2), errors too.
+
+        DOT adds it only to the success redirect it builds; its error redirects (Deny's
+        ``access_denied``, a refused scope or PKCE method, ``prompt=none``'s ``consent_required`` and
+        ``login_required``) are assembled elsewhere and all leave through here. DOT's own helper
+        writes it, so a success redirect that already has it comes out the same.
+        """
+        if oauth2_settings.COMPLIANT_BCP_RFC9700_AUTHZ_RESPONSE_ISS:
+            issuer = oauth2_settings.oauth2_authorization_server_issuer(self.request)
+            redirect_to = _add_iss_to_redirect(redirect_to, issuer)
+        return super().redirect(redirect_to, application)
 
     def validate_authorization_request(self, request: HttpRequest) -> tuple[list[str], dict[str, Any]]:
         scopes, credentials = super().validate_authorization_request(request)
