@@ -8,6 +8,7 @@ import asyncio
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from asgiref.sync import sync_to_async
@@ -105,22 +106,17 @@ async def test_invalid_utf8_in_the_username_is_refused_cleanly(server):
     _refused_cleanly(done, "The username contains an unpaired surrogate")
 
 
-# The README's example, as written there but for the server's address.
-README_CURL = """curl -s http://127.0.0.1:8000/mcp \\
-  -H "Authorization: Bearer $TOKEN" \\
-  -H 'Content-Type: application/json' -H 'Accept: application/json, text/event-stream' \\
-  -H 'Mcp-Protocol-Version: 2026-07-28' -H 'Mcp-Method: tools/call' -H 'Mcp-Name: whoami' \\
-  -d '{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "whoami", "arguments": {},
-       "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
-                 "io.modelcontextprotocol/clientCapabilities": {},
-                 "io.modelcontextprotocol/clientInfo": {"name": "curl", "version": "1"}}}}'
-"""
+def _readme_curl() -> str:
+    """The README's curl example, read from the README itself, so the two cannot drift apart."""
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    start = readme.index("curl -s http://127.0.0.1:8000/mcp")
+    return readme[start : readme.index("```", start)]
 
 
 async def test_the_readme_curl_example_calls_whoami_with_the_printed_token(server):
     done = await _issue(server, "bob", "--tenant", "acme")
     assert done.returncode == 0, done.stderr.decode()
-    script = README_CURL.replace("http://127.0.0.1:8000", server.base_url)
+    script = _readme_curl().replace("http://127.0.0.1:8000", server.base_url)
 
     answered = await asyncio.to_thread(
         subprocess.run,
