@@ -94,7 +94,11 @@ class QueryResult:
 
 
 # A row's cell as tool output schemas publish it: a concrete type every common validator accepts.
-CELL_JSON_SCHEMA: dict[str, Any] = {"type": ["string", "number", "integer", "boolean", "null"]}
+# One `type` per branch: a `type` array is legal JSON Schema, but clients that map tool schemas onto
+# a single-type dialect (the Inspector's --strict check warns of it) may reject or drop it.
+CELL_JSON_SCHEMA: dict[str, Any] = {
+    "anyOf": [{"type": kind} for kind in ("string", "number", "integer", "boolean", "null")]
+}
 Cell = Annotated[Any, WithJsonSchema(CELL_JSON_SCHEMA)]
 
 

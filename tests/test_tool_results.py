@@ -28,6 +28,8 @@ def _portability_problems(schema: Any, where: str) -> list[str]:
     problems = []
     if schema == {}:
         problems.append(f"{where} is the empty schema {{}}")
+    if isinstance(schema.get("type"), list):
+        problems.append(f"{where} has a type array (split it into anyOf branches)")
     items = schema.get("items")
     if isinstance(items, dict) and not TYPING_KEYWORDS & set(items):
         problems.append(f"{where}.items has no type")
@@ -71,13 +73,16 @@ def test_the_schema_walk_finds_an_untyped_cell_and_an_empty_schema():
         "run_query.properties.rows.items.items is the empty schema {}",
     ]
     assert _portability_problems({"type": "object", "properties": {}}, "t") == []
+    assert _portability_problems({"type": ["string", "null"]}, "t") == [
+        "t has a type array (split it into anyOf branches)"
+    ]
 
 
 async def test_run_query_publishes_its_cells_as_scalars():
     run_query = next(t for t in await _listed_tools() if t.name == "run_query")
     assert run_query.output_schema is not None
     cell = run_query.output_schema["properties"]["rows"]["items"]["items"]
-    assert cell == {"type": ["string", "number", "integer", "boolean", "null"]}
+    assert cell == {"anyOf": [{"type": t} for t in ("string", "number", "integer", "boolean", "null")]}
 
 
 def test_an_array_or_json_cell_is_carried_as_its_json_text():
