@@ -4,6 +4,7 @@ from django.db.models import QuerySet
 
 from accounts.models import Membership, Tenant, User
 from core.errors import NotFound
+from core.text_safety import text_is_storable
 
 
 def membership_list_for_user(*, user: User) -> QuerySet[Membership]:
@@ -23,14 +24,15 @@ NO_USER = "No user {username!r}."
 
 
 def tenant_get(*, slug: str) -> Tenant:
-    tenant = Tenant.objects.filter(slug=slug).first()
+    # A NUL or lone surrogate cannot be stored, so no such row exists; asking PostgreSQL would fail.
+    tenant = Tenant.objects.filter(slug=slug).first() if text_is_storable(slug) else None
     if tenant is None:
         raise NotFound(NO_TENANT.format(slug=slug))
     return tenant
 
 
 def user_get(*, username: str) -> User:
-    user = User.objects.filter(username=username).first()
+    user = User.objects.filter(username=username).first() if text_is_storable(username) else None
     if user is None:
         raise NotFound(NO_USER.format(username=username))
     return user

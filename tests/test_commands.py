@@ -81,6 +81,19 @@ def test_add_member_refuses_an_unknown_user(tenant):
         call_command("add_member", "nobody", tenant.slug, "--role", "viewer")
 
 
+@pytest.mark.parametrize("name", ["no\x00body", "no\udcffbody"])
+@pytest.mark.parametrize("command", ["add_member", "revoke_tokens"])
+def test_a_name_that_cannot_be_stored_is_an_unknown_one_not_a_traceback(tenant, command, name):
+    """A NUL or lone surrogate (invalid UTF-8 in argv) would fail the lookup in PostgreSQL."""
+    args = [name, tenant.slug, "--role", "viewer"] if command == "add_member" else [name]
+    with pytest.raises(CommandError, match=r"No user 'no\\(x00|udcff)body'\."):
+        call_command(command, *args)
+    if command == "add_member":
+        UserFactory.create(username="newcomer")
+        with pytest.raises(CommandError, match=r"No tenant"):
+            call_command(command, "newcomer", name, "--role", "viewer")
+
+
 def test_add_member_refuses_an_unknown_tenant():
     UserFactory.create(username="newcomer")
     with pytest.raises(CommandError, match=r"No tenant 'nowhere'\."):
