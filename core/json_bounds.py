@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from itertools import accumulate
 from typing import Any
 
@@ -53,7 +54,12 @@ def json_check_depth(raw: bytes | str, *, max_depth: int = MAX_JSON_DEPTH) -> No
         raise JsonTooDeep(max_depth)
 
 
-def json_loads_bounded(raw: bytes | str, *, max_depth: int = MAX_JSON_DEPTH) -> Any:
+def json_loads_bounded(
+    raw: bytes | str,
+    *,
+    max_depth: int = MAX_JSON_DEPTH,
+    parse_constant: Callable[[str], Any] | None = None,
+) -> Any:
     """``json.loads`` that refuses nesting deeper than ``max_depth`` with ``JsonTooDeep``.
 
     Other malformed input raises ``json.JSONDecodeError`` or ``UnicodeDecodeError`` as usual
@@ -61,6 +67,6 @@ def json_loads_bounded(raw: bytes | str, *, max_depth: int = MAX_JSON_DEPTH) -> 
     """
     json_check_depth(raw, max_depth=max_depth)
     try:
-        return json.loads(raw)
+        return json.loads(raw, parse_constant=parse_constant)
     except RecursionError as exc:  # a last guard, should the scan ever under-count
         raise JsonTooDeep(max_depth) from exc

@@ -13,7 +13,6 @@ or integers, and MCP's are never null.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from mcp_types import jsonrpc_message_adapter
@@ -83,22 +82,6 @@ def _id_is_valid(message: Any) -> bool:
     return request_id is None and "method" not in message and "error" in message
 
 
-def _refuse_constant(constant: str) -> Any:
-    raise ValueError(f"{constant} is not JSON")
-
-
-def _holds_non_json_constant(body: bytes) -> bool:
-    """Whether a body that parsed holds NaN or (-)Infinity outside its strings."""
-    # Rare enough to parse again rather than walk every parsed body; inside strings they parse.
-    if b"NaN" not in body and b"Infinity" not in body:
-        return False
-    try:
-        json.loads(body, parse_constant=_refuse_constant)
-    except ValueError:
-        return True
-    return False
-
-
 class JsonRpcEnvelopeMiddleware:
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
@@ -112,15 +95,23 @@ class JsonRpcEnvelopeMiddleware:
         except _BodyTooLarge:
             await jsonrpc_error(send, status=413, code=-32600, message=BODY_TOO_LARGE)
             return
+        # NaN and (-)Infinity outside strings are not JSON; Python's decoder takes them. They are
+        # noted in the one parse (and refused below, after the id check, which names a NaN id).
+        constants: list[str] = []
+
+        def note_constant(constant: str) -> float:
+            constants.append(constant)
+            return float(constant)
+
         try:
-            parsed: Any = json_loads_bounded(body)
+            parsed: Any = json_loads_bounded(body, parse_constant=note_constant)
         except (ValueError, RecursionError):
             await jsonrpc_error(send, status=400, code=-32700, message=PARSE_ERROR)
             return
         if not _id_is_valid(parsed):
             await jsonrpc_error(send, status=400, code=-32600, message=INVALID_ID)
             return
-        if _holds_non_json_constant(body):
+        if constants:
             await jsonrpc_error(send, status=400, code=-32700, message=PARSE_ERROR)
             return
         try:
