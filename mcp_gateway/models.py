@@ -5,6 +5,12 @@ from django.db import models
 
 from accounts.models import Tenant
 
+# session_new_id makes 43 characters; the column leaves room, and nothing longer is a session id.
+SESSION_ID_MAX_LENGTH = 64
+# What a client declares its name and version to be is cut to these (``session_open``).
+CLIENT_NAME_MAX_LENGTH = 200
+CLIENT_VERSION_MAX_LENGTH = 100
+
 
 class TerminationReason(models.TextChoices):
     CLIENT = "client", "Ended by the client (DELETE)"
@@ -21,7 +27,7 @@ class McpSession(models.Model):
     worker can die without losing one.
     """
 
-    id = models.CharField(primary_key=True, max_length=64, editable=False)
+    id = models.CharField(primary_key=True, max_length=SESSION_ID_MAX_LENGTH, editable=False)
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="mcp_sessions")
     tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="mcp_sessions")
     application = models.ForeignKey(
@@ -29,8 +35,8 @@ class McpSession(models.Model):
     )
     scopes = models.CharField(max_length=500, help_text="The scopes in force when the session opened.")
     protocol_version = models.CharField(max_length=32)
-    client_name = models.CharField(max_length=200, blank=True)
-    client_version = models.CharField(max_length=100, blank=True)
+    client_name = models.CharField(max_length=CLIENT_NAME_MAX_LENGTH, blank=True)
+    client_version = models.CharField(max_length=CLIENT_VERSION_MAX_LENGTH, blank=True)
     client_capabilities = models.JSONField(
         default=dict, blank=True, help_text="What the client declared it can do (sampling, elicitation, ...)."
     )

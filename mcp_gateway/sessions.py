@@ -27,7 +27,13 @@ from core.errors import InvalidInput
 from core.identity import Identity
 from core.models import AuditAction
 from core.text_safety import text_unstorable_reason
-from mcp_gateway.models import McpSession, RelayedMessage, TerminationReason
+from mcp_gateway.models import (
+    CLIENT_NAME_MAX_LENGTH,
+    CLIENT_VERSION_MAX_LENGTH,
+    McpSession,
+    RelayedMessage,
+    TerminationReason,
+)
 
 TOUCH_INTERVAL = timedelta(seconds=60)
 RELAYED_MESSAGE_LIFETIME = timedelta(hours=1)
@@ -65,6 +71,10 @@ def session_open(
     client_version: str,
     client_capabilities: dict[str, Any],
 ) -> McpSession:
+    # Declared by the client, shown on its owner's sessions page and in the audit trail: cut to the
+    # columns' lengths (session_client_check has already refused what cannot be stored at all).
+    client_name = client_name[:CLIENT_NAME_MAX_LENGTH]
+    client_version = client_version[:CLIENT_VERSION_MAX_LENGTH]
     with transaction.atomic():
         session = McpSession.objects.create(
             id=session_id,
@@ -73,8 +83,8 @@ def session_open(
             application_id=identity.application_id,
             scopes=" ".join(sorted(identity.scopes)),
             protocol_version=protocol_version,
-            client_name=client_name[:200],
-            client_version=client_version[:100],
+            client_name=client_name,
+            client_version=client_version,
             client_capabilities=client_capabilities,
             last_seen=timezone.now(),
         )
@@ -82,8 +92,8 @@ def session_open(
             action=AuditAction.SESSION_CREATED,
             identity=identity,
             session_id=session_id,
-            target=client_name[:200],
-            detail={"protocolVersion": protocol_version, "clientVersion": client_version[:100]},
+            target=client_name,
+            detail={"protocolVersion": protocol_version, "clientVersion": client_version},
         )
     return session
 

@@ -16,14 +16,15 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from django.db import transaction
-from django.db.models import Max
+from django.db.models import Max, QuerySet
 from django.utils import timezone
 from oauth2_provider.models import Application, refresh_token_expire_timedelta
 
 from accounts.models import Tenant, User
 from core.conf import gatehouse_settings
 from core.errors import NotFound
-from mcp_gateway.models import McpSession, TerminationReason
+from core.text_safety import text_is_storable
+from mcp_gateway.models import SESSION_ID_MAX_LENGTH, McpSession, TerminationReason
 from mcp_gateway.sessions import session_terminate
 from oauth.consent import consent_forget
 from oauth.models import AccessToken, RefreshToken, RememberedConsent
@@ -161,11 +162,15 @@ def _idle_cutoff(now: datetime) -> datetime:
     return now - timedelta(seconds=gatehouse_settings.MCP_SESSION_IDLE_SECONDS)
 
 
+def _live_sessions(*, user: User, now: datetime) -> QuerySet[McpSession]:
+    # What a client could still use: not ended, not idle past the limit (those end as "expired").
+    return McpSession.objects.filter(user=user, terminated_at__isnull=True, last_seen__gt=_idle_cutoff(now))
+
+
 def session_list_for_user(*, user: User, now: datetime | None = None) -> list[McpSession]:
-    """The person's MCP sessions a client could still use (not ended, not idle past the limit)."""
-    now = now or timezone.now()
+    """The person's MCP sessions a client could still use, most recently seen first."""
     return list(
-        McpSession.objects.filter(user=user, terminated_at__isnull=True, last_seen__gt=_idle_cutoff(now))
+        _live_sessions(user=user, now=now or timezone.now())
         .select_related("application", "tenant")
         .order_by("-last_seen")
     )
@@ -173,6 +178,10 @@ def session_list_for_user(*, user: User, now: datetime | None = None) -> list[Mc
 
 def session_end_for_user(*, user: User, session_id: str) -> McpSession:
     """End one of the person's live sessions, or ``NotFound`` if it is not one of theirs."""
+    # A value no session id can be (too long, or holding what PostgreSQL refuses) is nobody's
+    # session: answered as such before it reaches the database, which would fail on a NUL.
+    if not session_id or len(session_id) > SESSION_ID_MAX_LENGTH or not text_is_storable(session_id):
+        raise NotFound(NO_SESSION)
     session = (
         McpSession.objects.select_related("application", "tenant")
         .filter(pk=session_id, user=user, terminated_at__isnull=True)
@@ -181,3 +190,10 @@ def session_end_for_user(*, user: User, session_id: str) -> McpSession:
     if session is None or not _sessions_end(session_ids=[session.pk]):
         raise NotFound(NO_SESSION)
     return session
+
+
+def session_end_all_for_user(*, user: User, now: datetime | None = None) -> int:
+    """End every session the person's sessions page lists, each audited as its own ending (as one
+    ended by its button is); returns how many ended. Safe to call twice: the second ends none."""
+    live = _live_sessions(user=user, now=now or timezone.now()).values_list("pk", flat=True)
+    return _sessions_end(session_ids=list(live))

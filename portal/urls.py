@@ -12,4 +12,5 @@ urlpatterns = [
     path("connected/disconnect/", views.connected_disconnect, name="disconnect"),
     path("sessions/", views.session_list, name="sessions"),
     path("sessions/end/", views.session_end, name="session-end"),
+    path("sessions/end-all/", views.session_end_all, name="session-end-all"),
 ]

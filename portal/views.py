@@ -1,7 +1,7 @@
 """The home page (what this server is, the address to give a client), and a signed-in person's own
 pages: the applications connected to their account, and their live MCP sessions, each with a
-button that ends it. Every row is looked up as the person's own, so another person's client or
-session answers 404 (``accounts.connected``)."""
+button that ends it, and one that ends them all. Every row is looked up as the person's own, so
+another person's client or session answers 404 (``accounts.connected``)."""
 
 from __future__ import annotations
 
@@ -20,12 +20,15 @@ from portal.connected import (
     connection_get,
     connection_list_for_user,
     connection_revoke,
+    session_end_all_for_user,
     session_end_for_user,
     session_list_for_user,
 )
 
 DISCONNECTED = "{application} was disconnected from {tenant}; it will have to ask you again."
 SESSION_ENDED = "The session of {application} in {tenant} was ended."
+SESSIONS_ENDED = "{count} session{plural} ended; each application will have to start a new one."
+NO_SESSION_TO_END = "No session was open, so none was ended."
 
 
 def _person(request: HttpRequest) -> User:
@@ -39,11 +42,17 @@ def _person(request: HttpRequest) -> User:
 def home(request: HttpRequest) -> HttpResponse:
     """What this server is and the address to give a client; signed in, one's tenants and roles.
 
-    The admin's "View site" link lands here too, so ``/`` is never a bare Not Found."""
-    memberships = list(membership_list_for_user(user=request.user)) if isinstance(request.user, User) else []
-    return render(
-        request, "accounts/home.html", {"mcp_url": settings.MCP_RESOURCE_URL, "memberships": memberships}
-    )
+    The admin's "View site" link lands here too, so ``/`` is never a bare Not Found. Signed in, it
+    also sums up the person's connected applications and live sessions, linking to the pages that
+    end them."""
+    context: dict[str, object] = {"mcp_url": settings.MCP_RESOURCE_URL}
+    if isinstance(request.user, User):
+        context |= {
+            "memberships": list(membership_list_for_user(user=request.user)),
+            "connections": connection_list_for_user(user=request.user),
+            "sessions": session_list_for_user(user=request.user),
+        }
+    return render(request, "accounts/home.html", context)
 
 
 @never_cache
@@ -105,4 +114,16 @@ def session_end(request: HttpRequest) -> HttpResponse:
             application=session.application.name or session.client_name, tenant=session.tenant.name
         ),
     )
+    return redirect("accounts:sessions")
+
+
+@never_cache
+@login_required
+@require_POST
+def session_end_all(request: HttpRequest) -> HttpResponse:
+    ended = session_end_all_for_user(user=_person(request))
+    if ended:
+        messages.success(request, SESSIONS_ENDED.format(count=ended, plural="" if ended == 1 else "s"))
+    else:
+        messages.info(request, NO_SESSION_TO_END)
     return redirect("accounts:sessions")

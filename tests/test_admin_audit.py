@@ -6,14 +6,16 @@ from typing import Any
 
 import pytest
 from asgiref.sync import sync_to_async
-from django.db import connections
+from django.db import connection, connections
+from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from accounts.models import User
+from core.admin import LIST_TEXT_MAX_CHARS
 from core.audit_export import AUDIT_CSV_COLUMNS
 from core.models import AuditEvent
 from tests.admin_support import admin_url, post_action
-from tests.factories import AuditEventFactory, UserFactory
+from tests.factories import ApplicationFactory, AuditEventFactory, UserFactory
 
 pytestmark = pytest.mark.django_db
 
@@ -47,6 +49,38 @@ def test_the_user_filter_lists_that_users_events(client, operator, member, outsi
     response = client.get(admin_url(AuditEvent, "changelist"), {"user": "member"})
     assert [e.pk for e in response.context["cl"].result_list] == [mine.pk]
     assert 'value="member"' in response.content.decode()
+
+
+def _listed_queries(client: Any) -> int:
+    with CaptureQueriesContext(connection) as queries:
+        assert client.get(admin_url(AuditEvent, "changelist")).status_code == 200
+    return len(queries)
+
+
+def test_the_list_names_each_event_s_client_and_reads_them_in_one_query(client, operator, member):
+    AuditEventFactory.create(membership=member, application=ApplicationFactory.create(name="Claude Desktop"))
+    few = _listed_queries(client)
+    for n in range(6):
+        application = ApplicationFactory.create(name=f"Client {n}")
+        AuditEventFactory.create(membership=member, application=application, client_id=application.client_id)
+
+    page = client.get(admin_url(AuditEvent, "changelist")).content.decode()
+
+    assert "Claude Desktop" in page
+    assert "Client 5" in page
+    print(f"audit list queries: {few} with one event, {_listed_queries(client)} with seven")
+    assert _listed_queries(client) == few, "one more query per row: the client is not joined"
+
+
+def test_a_deleted_client_s_events_show_its_id_and_long_values_are_cut(client, operator, member):
+    AuditEventFactory.create(membership=member, application=None, client_id="gone-client-id")
+    AuditEventFactory.create(membership=member, target="t" * 500)
+
+    page = client.get(admin_url(AuditEvent, "changelist")).content.decode()
+
+    assert "gone-client-id" in page
+    assert "t" * LIST_TEXT_MAX_CHARS not in page
+    assert "t" * (LIST_TEXT_MAX_CHARS - 1) + "…" in page
 
 
 def _csv_rows(response: Any) -> list[list[str]]:

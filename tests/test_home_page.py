@@ -7,6 +7,8 @@ import pytest
 from django.conf import settings
 from django.test import Client
 
+from tests.factories import AccessTokenFactory, ApplicationFactory, McpSessionFactory
+
 pytestmark = pytest.mark.django_db
 
 
@@ -52,3 +54,38 @@ def test_the_admin_carries_gatehouse_s_name_and_one_oauth_section_without_id_tok
     oauth_section = page.split("OAuth grants and tokens", 1)[1].split("</table>", 1)[0]
     assert "Applications" in oauth_section
     assert "Access tokens" in oauth_section
+
+
+def test_signed_in_it_sums_up_the_person_s_connected_applications_and_live_sessions(
+    client: Client, owner, outsider
+):
+    mine = AccessTokenFactory.create(
+        membership=owner, application=ApplicationFactory.create(name="Claude Desktop")
+    )
+    McpSessionFactory.create(
+        membership=owner, application=mine.application, client_name="claude-ai", client_version="0.1.0"
+    )
+    theirs = AccessTokenFactory.create(
+        membership=outsider, application=ApplicationFactory.create(name="Theirs")
+    )
+    McpSessionFactory.create(membership=outsider, application=theirs.application, client_name="their-cli")
+    client.force_login(owner.user)
+
+    page = client.get("/").content.decode()
+
+    connected = page.split('id="connected"', 1)[1].split("</ul>", 1)[0]
+    assert "Claude Desktop" in connected
+    assert "in Acme Test" in connected
+    sessions = page.split('id="sessions"', 1)[1].split("</ul>", 1)[0]
+    assert "claude-ai</bdi> 0.1.0" in sessions
+    assert "Theirs" not in page
+    assert "their-cli" not in page
+
+
+def test_signed_in_with_nothing_connected_it_says_so(client: Client, owner):
+    client.force_login(owner.user)
+
+    page = client.get("/").content.decode()
+
+    assert "No application is connected to your account." in page
+    assert "No application holds a session open now." in page

@@ -76,7 +76,16 @@ def demo(django_db_setup, django_db_blocker) -> Iterator[None]:
 
 
 @pytest.fixture(scope="session")
-def database_url(django_db_setup, django_db_blocker) -> str:
+def collected_static() -> None:
+    """The admin's stylesheets and scripts where WhiteNoise serves them from, as ``make run`` and
+    the container image collect them. WhiteNoise lists them once, when a server starts, so this
+    runs before any does; without it every admin page (and its screenshot) would be unstyled."""
+    call_command("collectstatic", interactive=False, verbosity=0)
+
+
+@pytest.fixture(scope="session")
+def database_url(django_db_setup, django_db_blocker, collected_static) -> str:
+    # Every server fixture starts from this one, so each finds the static files collected.
     with django_db_blocker.unblock():
         return _database_url()
 

@@ -185,11 +185,13 @@ class _FormParser(HTMLParser):
                 self.forms[-1]["fields"][name] = attributes.get("value") or ""
 
 
-def parse_form(html: str) -> dict[str, Any]:
+def parse_form(html: str, *, action: str | None = None) -> dict[str, Any]:
+    """The page's last form, or its first one posting to ``action``."""
     parser = _FormParser()
     parser.feed(html)
-    assert parser.forms, f"no form on the page:\n{html[:2000]}"
-    return parser.forms[-1]
+    forms = [form for form in parser.forms if action is None or form["action"] == action]
+    assert forms, f"no form{f' posting to {action}' if action else ''} on the page:\n{html[:2000]}"
+    return forms[0] if action is not None else forms[-1]
 
 
 class Browser:

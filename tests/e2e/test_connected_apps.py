@@ -85,7 +85,7 @@ async def test_the_sessions_page_lists_a_live_session_and_ending_it_makes_its_id
         page = await _page(browser, erin, "/accounts/sessions/")
         assert "session-page-test" in page.text
         assert "Acme" in page.text
-        form = parse_form(page.text)
+        form = parse_form(page.text, action="/accounts/sessions/end/")
         assert form["fields"]["session"] == session_id
         ended = await browser.client.post("/accounts/sessions/end/", data=form["fields"])
         assert ended.status_code == 302
@@ -99,3 +99,30 @@ async def test_the_sessions_page_lists_a_live_session_and_ending_it_makes_its_id
     assert (
         "No application holds a session open now." in (await _page(browser, erin, "/accounts/sessions/")).text
     )
+
+
+async def test_another_person_s_session_posted_to_end_is_not_found_and_keeps_working(server, erin, browser):
+    """Alice works in the same tenant as Erin; her session is hers alone to end."""
+    raw = RawMcp(await access_token(server, Person("alice")))
+    try:
+        theirs = await raw.initialize(server.mcp_url, client_name="alice-client")
+        page = await _page(browser, erin, "/accounts/sessions/")
+        assert "alice-client" not in page.text
+        csrf = parse_form(page.text)["fields"]["csrfmiddlewaretoken"]
+
+        for value in (theirs, theirs[:8], "nul\x00id", "x" * 10_000):
+            refused = await browser.client.post(
+                "/accounts/sessions/end/", data={"csrfmiddlewaretoken": csrf, "session": value}
+            )
+            assert refused.status_code == 404, (value[:20], refused.text[:300])
+            assert refused.json()["error"] == "not_found"
+        ended_all = await browser.client.post(
+            "/accounts/sessions/end-all/", data={"csrfmiddlewaretoken": csrf}
+        )
+        assert ended_all.status_code == 302
+
+        still = await raw.request(server.mcp_url, "tools/list", session_id=theirs)
+    finally:
+        await raw.aclose()
+    assert still.status_code == 200, "neither End nor End all reaches another person's session"
+    assert (await McpSession.objects.aget(pk=theirs)).terminated_at is None

@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import os
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
-from playwright.async_api import Page, Route, async_playwright, expect
+from playwright.async_api import Page, Route, ViewportSize, async_playwright, expect
 
 from tests.e2e.harness import BASE_DIR, REDIRECT_URI
 
@@ -64,14 +65,18 @@ def chromium_path() -> Path:
     return CHROMIUM_PATH
 
 
-@pytest.fixture
-async def tab(server, chromium_path) -> AsyncIterator[BrowserTab]:
+# The people's pages are narrow; the admin is checked at a common laptop size, where its list of
+# the audit trail must fit without scrolling sideways.
+NARROW: ViewportSize = {"width": 900, "height": 700}
+WIDE: ViewportSize = {"width": 1280, "height": 800}
+
+
+@asynccontextmanager
+async def _open_tab(server, chromium_path: Path, viewport: ViewportSize) -> AsyncIterator[BrowserTab]:
     async with async_playwright() as playwright:
         browser = await playwright.chromium.launch(executable_path=str(chromium_path), headless=True)
         try:
-            context = await browser.new_context(
-                base_url=server.base_url, viewport={"width": 900, "height": 700}
-            )
+            context = await browser.new_context(base_url=server.base_url, viewport=viewport)
             page = await context.new_page()
             tab = BrowserTab(page=page, base_url=server.base_url)
 
@@ -94,3 +99,15 @@ async def tab(server, chromium_path) -> AsyncIterator[BrowserTab]:
             await context.close()
         finally:
             await browser.close()
+
+
+@pytest.fixture
+async def tab(server, chromium_path) -> AsyncIterator[BrowserTab]:
+    async with _open_tab(server, chromium_path, NARROW) as tab:
+        yield tab
+
+
+@pytest.fixture
+async def wide_tab(server, chromium_path) -> AsyncIterator[BrowserTab]:
+    async with _open_tab(server, chromium_path, WIDE) as tab:
+        yield tab
