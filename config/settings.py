@@ -392,6 +392,11 @@ GATEHOUSE: dict[str, Any] = {
     # Tests only: a JSON script every language model call answers from, through litellm's own mock
     # (language_models.scripted). `manage.py check --deploy` reports it as an error.
     "LLM_MOCK_RESPONSES_FILE": _llm_mock_responses_file,
+    # Every LLM call (language_models.completion): how often the provider's SDK retries a
+    # connection failure, a rate limit or a 5xx (never a refused key or an unknown model), and how
+    # long it waits to connect. Each model's own timeout (in the admin) bounds the call as a whole.
+    "LLM_MAX_RETRIES": env_int("LLM_MAX_RETRIES", default=1, minimum=0),
+    "LLM_CONNECT_TIMEOUT_SECONDS": env_int("LLM_CONNECT_TIMEOUT_SECONDS", default=10, minimum=1),
     # The whole of one ask_question run, waiting on the person for clarification included.
     "DATA_AGENT_QUESTION_TIMEOUT_SECONDS": env_int(
         "DATA_AGENT_QUESTION_TIMEOUT_SECONDS", default=300, minimum=1

@@ -146,6 +146,8 @@ class GatehouseSettings:
     DATA_SOURCE_ENCRYPTION_KEY = _Setting(_optional_str)
     # Toolsets (language_models, data_agent)
     LLM_MOCK_RESPONSES_FILE = _Setting(_optional_str)
+    LLM_MAX_RETRIES = _Setting(_int)
+    LLM_CONNECT_TIMEOUT_SECONDS = _Setting(_int)
     DATA_AGENT_QUESTION_TIMEOUT_SECONDS = _Setting(_int)
     DATA_AGENT_QUERY_TIMEOUT_SECONDS = _Setting(_int)
     DATA_AGENT_CONCURRENT_QUERIES_PER_PERSON = _Setting(_int)

@@ -1,4 +1,10 @@
-"""Operators give each tenant its language model; the API key is write-only."""
+"""Operators give each tenant its language model; the API key is write-only.
+
+The model string is checked as ``preflight`` checks ``DEMO_LLM_MODEL`` (``language_models.model_checks``),
+so a string litellm cannot route is refused here with the same message. A key missing from both the
+form and the server's environment is not refused (the variable may be set before the next call) but
+said at once, rather than at the tenant's first question.
+"""
 
 from __future__ import annotations
 
@@ -13,6 +19,12 @@ from django.http import HttpRequest
 from core.crypto import secret_encrypt
 from core.errors import GatehouseError
 from language_models.completion import llm_complete
+from language_models.model_checks import (
+    ModelKeyMissing,
+    ModelStringInvalid,
+    language_model_key_check,
+    language_model_string_validate,
+)
 from language_models.models import API_BASE_HELP, LanguageModel
 from language_models.selectors import ModelConfig
 
@@ -26,6 +38,7 @@ TEST_PROMPT = [{"role": "user", "content": "Reply with the single word OK."}]
 TEST_PURPOSE = "admin_test"
 TEST_PASSED = "{name}: {model} answered {text!r} ({tokens} tokens)."
 TEST_FAILED = "{name}: {message}"
+KEY_MISSING_NOW = "{name} is saved, but its calls fail until this is fixed: {message}"
 
 
 # The model's own fields, in the order the change page shows them around the write-only key.
@@ -56,6 +69,12 @@ class LanguageModelForm(forms.ModelForm):
         cleaned = super().clean() or {}
         if cleaned.get("api_key") and cleaned.get("remove_api_key"):
             self.add_error("remove_api_key", KEY_BOTH)
+        # Only a model string the field itself accepted (length, NUL) is put to litellm.
+        if cleaned.get("model") and "model" not in self.errors:
+            try:
+                language_model_string_validate(model=cleaned["model"], api_base=cleaned.get("api_base"))
+            except ModelStringInvalid as refusal:
+                self.add_error("model", refusal.message)
         return cleaned
 
 
@@ -83,6 +102,17 @@ class LanguageModelAdmin(admin.ModelAdmin):
         elif form.cleaned_data.get("remove_api_key"):
             obj.api_key_encrypted = ""
         super().save_model(request, obj, form, change)
+        if not obj.api_key_encrypted:
+            self._missing_key_note(request, obj)
+
+    def _missing_key_note(self, request: HttpRequest, obj: LanguageModel) -> None:
+        try:
+            provider = language_model_string_validate(model=obj.model, api_base=obj.api_base or None)
+            language_model_key_check(model=obj.model, provider=provider, api_key=None, api_base=obj.api_base)
+        except (ModelStringInvalid, ModelKeyMissing) as problem:
+            self.message_user(
+                request, KEY_MISSING_NOW.format(name=obj.name, message=problem.message), messages.WARNING
+            )
 
     @admin.action(description="Test the model (a one-word prompt)", permissions=["change"])
     def test_model(self, request: HttpRequest, queryset: QuerySet[LanguageModel]) -> None:

@@ -3,42 +3,74 @@
 litellm takes about three seconds to import, so it is imported on the first call, once, in a worker
 thread: the event loop never waits on it.
 
+Before any network: the model string must be one litellm routes, and its provider's key must be
+stored or in the environment (``language_models.model_checks``), so either mistake fails at once.
+The call itself is bounded by the model's timeout, a connect timeout and a retry count from settings
+(``LLM_CONNECT_TIMEOUT_SECONDS``, ``LLM_MAX_RETRIES``).
+
+Each litellm exception has its own message and ``data.reason``. The class says what helps: what an
+operator must fix in the admin (key, model, access, a request the provider refuses) is ``NotReady``,
+as is having no model at all; what may pass (rate limit, outage, unreachable) is ``Unavailable``;
+running out of time is ``Timeout``. No message repeats the provider's answer, which can echo the
+request or part of the key: that goes to the log, bounded and with the key removed.
+
 Test hook: with ``GATEHOUSE["LLM_MOCK_RESPONSES_FILE"]`` set, each call answers from that script
-through litellm's own ``mock_response`` (``language_models.scripted``, imported only then).
+through litellm's own ``mock_response`` (``language_models.scripted``, imported only then). A
+scripted call reaches no provider, so it needs no key.
 """
 
 from __future__ import annotations
 
 import asyncio
-import importlib
 import logging
 import time
 from dataclasses import dataclass
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from core.conf import gatehouse_settings
-from core.errors import GatehouseError, Timeout, Unavailable
+from core.errors import GatehouseError, NotReady, Timeout, Unavailable
 from language_models.metrics import metrics_llm_call
+from language_models.model_checks import (
+    ModelKeyMissing,
+    ModelStringInvalid,
+    language_model_key_check,
+    language_model_string_validate,
+    litellm_import,
+)
 from language_models.selectors import ModelConfig
+
+if TYPE_CHECKING:
+    import httpx
 
 logger = logging.getLogger(__name__)
 
 LLM_TIMED_OUT = "The language model {model} did not answer within {seconds:g} s."
-LLM_CREDENTIALS_REFUSED = (
-    "The language model provider refused the API key configured for {model}. An operator must fix "
-    "the key in the admin (Language models)."
+LLM_STORED_KEY_REFUSED = (
+    "The language model provider refused the API key stored for {model}. An operator must enter a "
+    "valid one in the admin (Language models)."
+)
+LLM_ENVIRONMENT_KEY_REFUSED = (
+    "The language model provider refused the API key for {model} from the server's environment. An "
+    "operator must correct that variable, or enter a key in the admin (Language models)."
 )
 LLM_PERMISSION_DENIED = (
     "The language model provider refused {model} to the configured API key. An operator must give "
     "the key access to this model, or choose another, in the admin (Language models)."
 )
-LLM_UNKNOWN_MODEL = (
-    "The language model provider does not know the configured model {model!r}. An operator must "
-    "correct it in the admin (Language models): a litellm model string such as openai/gpt-4o-mini."
+LLM_MODEL_NOT_FOUND = (
+    "The language model provider has no model {model!r} (or not for this API key). An operator must "
+    "correct it in the admin (Language models)."
+)
+LLM_PAYMENT_REQUIRED = (
+    "The language model provider refused {model} for billing reasons. An operator must check the "
+    "provider account."
 )
 LLM_RATE_LIMITED = "The language model provider is rate limiting requests to {model}; try again shortly."
-LLM_CONTEXT_TOO_LONG = "The request is longer than the context window of the language model {model}."
+LLM_CONTEXT_TOO_LONG = (
+    "The request is longer than the context window of the language model {model}: ask a narrower "
+    "question, or an operator can choose a model with a larger window in the admin (Language models)."
+)
 LLM_REQUEST_REJECTED = (
     "The language model provider rejected the request to {model}. The reason is in the server log; "
     "an operator may need to adjust the model's settings in the admin (Language models)."
@@ -62,19 +94,12 @@ _litellm: ModuleType | None = None
 _litellm_lock = asyncio.Lock()
 
 
-def _litellm_import() -> ModuleType:
-    module: Any = importlib.import_module("litellm")
-    # Otherwise litellm prints a "Give Feedback / Get Help" banner to stdout on every error.
-    module.suppress_debug_info = True
-    return module
-
-
 async def _litellm_module() -> ModuleType:
     global _litellm
     if _litellm is None:
         async with _litellm_lock:
             if _litellm is None:
-                _litellm = await asyncio.to_thread(_litellm_import)
+                _litellm = await asyncio.to_thread(litellm_import)
     return _litellm
 
 
@@ -82,13 +107,15 @@ async def llm_complete(*, config: ModelConfig, messages: list[dict[str, str]], p
     """One chat completion from the tenant's model.
 
     ``purpose`` names the call site (``"sql"``, ``"answer"``...) for the log and the test hook.
-    ``config.timeout_seconds`` bounds the whole call. Provider failures raise ``Unavailable``,
-    running out of time ``Timeout``; no message or log line carries the API key.
+    ``config.timeout_seconds`` bounds the whole call, retries included. A model or key that cannot
+    work raises ``NotReady`` before any network; provider failures raise ``NotReady`` or
+    ``Unavailable`` (see the module docstring), running out of time ``Timeout``. No message or log
+    line carries the API key.
     """
     litellm = await _litellm_module()
-    _provider_check(litellm, config=config)
-    mock: dict[str, Any] = {}
     script = gatehouse_settings.LLM_MOCK_RESPONSES_FILE
+    _check_before_sending(config=config, scripted=bool(script), purpose=purpose)
+    mock: dict[str, Any] = {}
     if script:
         # Imported only here: a server whose settings name no script never loads the player.
         from language_models.scripted import llm_script_arguments
@@ -104,7 +131,11 @@ async def llm_complete(*, config: ModelConfig, messages: list[dict[str, str]], p
                 api_base=config.api_base,
                 temperature=config.temperature,
                 max_tokens=config.max_output_tokens,
-                timeout=config.timeout_seconds,
+                timeout=_timeout(config),
+                # The SDK's own retries, for what may pass (connection, 429, 5xx). Not litellm's
+                # num_retries: its wrapper retries every error, a refused key too, and clears the
+                # module-wide litellm.num_retries as it goes.
+                max_retries=gatehouse_settings.LLM_MAX_RETRIES,
                 # Some models accept no temperature (OpenAI's reasoning models): leave it out for
                 # them rather than refuse every call.
                 drop_params=True,
@@ -160,16 +191,32 @@ async def llm_complete(*, config: ModelConfig, messages: list[dict[str, str]], p
     )
 
 
-def _provider_check(litellm: ModuleType, *, config: ModelConfig) -> None:
-    # A model string naming no provider litellm knows fails inside litellm as a generic bad
-    # request; asking first lets the message say what is actually wrong.
+def _check_before_sending(*, config: ModelConfig, scripted: bool, purpose: str) -> None:
+    """Refuse, before any network, a model string litellm cannot route or a key that is missing."""
     try:
-        litellm.get_llm_provider(model=config.model, api_base=config.api_base)
-    except Exception:
-        logger.warning("LLM model %r names no provider litellm knows", config.model)
-        raise Unavailable(
-            LLM_UNKNOWN_MODEL.format(model=config.model), data={"reason": "llm_unknown_model"}
-        ) from None
+        provider = language_model_string_validate(model=config.model, api_base=config.api_base)
+        if not scripted:
+            language_model_key_check(
+                model=config.model, provider=provider, api_key=config.api_key, api_base=config.api_base
+            )
+    except (ModelStringInvalid, ModelKeyMissing) as refusal:
+        logger.warning(
+            "LLM call for %s refused before sending: %s",
+            purpose,
+            refusal.message,
+            extra={"event": "llm.refused", "purpose": purpose, "reason": (refusal.data or {}).get("reason")},
+        )
+        raise
+
+
+def _timeout(config: ModelConfig) -> httpx.Timeout:
+    import httpx
+
+    # Connecting gets a shorter limit than answering: a wrong host or a dropped route fails in
+    # seconds, not after the model's whole timeout. litellm applies the connect part to the
+    # providers whose clients take an httpx.Timeout, and the total to the others.
+    total = config.timeout_seconds
+    return httpx.Timeout(total, connect=min(float(gatehouse_settings.LLM_CONNECT_TIMEOUT_SECONDS), total))
 
 
 def _translate(error: Exception, *, config: ModelConfig) -> GatehouseError | None:
@@ -183,20 +230,23 @@ def _translate(error: Exception, *, config: ModelConfig) -> GatehouseError | Non
             LLM_TIMED_OUT.format(model=model, seconds=config.timeout_seconds),
             data={"reason": "llm_timeout", "timeoutSeconds": config.timeout_seconds},
         )
-    # Most specific first: several of these subclass BadRequestError or APIConnectionError.
-    table: list[tuple[type[Exception] | tuple[type[Exception], ...], str, str]] = [
-        (llm.ContextWindowExceededError, LLM_CONTEXT_TOO_LONG, "llm_context_window_exceeded"),
-        (openai.AuthenticationError, LLM_CREDENTIALS_REFUSED, "llm_credentials_refused"),
-        (openai.PermissionDeniedError, LLM_PERMISSION_DENIED, "llm_permission_denied"),
-        ((openai.NotFoundError, llm.LiteLLMUnknownProvider), LLM_UNKNOWN_MODEL, "llm_unknown_model"),
-        (openai.RateLimitError, LLM_RATE_LIMITED, "llm_rate_limited"),
-        (openai.BadRequestError, LLM_REQUEST_REJECTED, "llm_request_rejected"),
-        (openai.APIConnectionError, LLM_UNREACHABLE, "llm_unreachable"),
-        (openai.APIError, LLM_PROVIDER_FAILED, "llm_provider_failed"),
+    refused_key = LLM_STORED_KEY_REFUSED if config.api_key else LLM_ENVIRONMENT_KEY_REFUSED
+    # Most specific first: ContextWindowExceededError and PaymentRequiredError are BadRequestErrors,
+    # litellm's Timeout (handled above) an APIConnectionError, and everything an APIError.
+    table: list[tuple[type[Exception] | tuple[type[Exception], ...], type[GatehouseError], str, str]] = [
+        (llm.ContextWindowExceededError, NotReady, LLM_CONTEXT_TOO_LONG, "llm_context_window_exceeded"),
+        (llm.PaymentRequiredError, NotReady, LLM_PAYMENT_REQUIRED, "llm_payment_required"),
+        (openai.AuthenticationError, NotReady, refused_key, "llm_credentials_refused"),
+        (openai.PermissionDeniedError, NotReady, LLM_PERMISSION_DENIED, "llm_permission_denied"),
+        (openai.NotFoundError, NotReady, LLM_MODEL_NOT_FOUND, "llm_model_not_found"),
+        (openai.RateLimitError, Unavailable, LLM_RATE_LIMITED, "llm_rate_limited"),
+        (openai.BadRequestError, NotReady, LLM_REQUEST_REJECTED, "llm_request_rejected"),
+        (openai.APIConnectionError, Unavailable, LLM_UNREACHABLE, "llm_unreachable"),
+        (openai.APIError, Unavailable, LLM_PROVIDER_FAILED, "llm_provider_failed"),
     ]
-    for kinds, message, reason in table:
+    for kinds, kind, message, reason in table:
         if isinstance(error, kinds):
-            return Unavailable(message.format(model=model), data={"reason": reason})
+            return kind(message.format(model=model), data={"reason": reason})
     return None
 
 

@@ -15,6 +15,7 @@ API_BASE_HELP = (
     "Only for a self-hosted or proxied endpoint (Ollama, vLLM, Azure); blank for the provider's own."
 )
 IS_DEFAULT_HELP = "The model this tenant's questions use. At most one per tenant."
+MODEL_MAX_LENGTH = 200
 
 
 class LanguageModel(models.Model):
@@ -22,7 +23,7 @@ class LanguageModel(models.Model):
 
     tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="language_models")
     name = models.CharField(max_length=100, help_text="A label for operators, unique in the tenant.")
-    model = models.CharField(max_length=200, help_text=MODEL_HELP)
+    model = models.CharField(max_length=MODEL_MAX_LENGTH, help_text=MODEL_HELP)
     api_key_encrypted = models.TextField(blank=True, editable=False)
     api_base = models.URLField(blank=True, verbose_name="API base URL", help_text=API_BASE_HELP)
     is_default = models.BooleanField(default=False, help_text=IS_DEFAULT_HELP)

@@ -53,6 +53,7 @@ SCRIPTABLE_ERRORS = (
     "APIConnectionError",
     "BadRequestError",
     "ContextWindowExceededError",
+    "PaymentRequiredError",
     "ServiceUnavailableError",
     "InternalServerError",
     "BadGatewayError",

@@ -320,7 +320,7 @@ def test_testing_a_model_whose_key_is_refused_says_so(client, operator, tenant, 
 
     [message] = list(response.context["messages"])
     assert message.level_tag == "error"
-    assert "refused the API key configured for openai/gpt-4o-mini" in str(message)
+    assert "refused the API key stored for openai/gpt-4o-mini" in str(message)
     assert API_KEY not in response.content.decode()
 
 

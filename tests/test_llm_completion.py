@@ -14,21 +14,24 @@ from pathlib import Path
 
 import pytest
 
-from core.errors import GatehouseError, Timeout, Unavailable
+from core.errors import GatehouseError, NotReady, Timeout, Unavailable
 from language_models.completion import (
     LLM_CONTEXT_TOO_LONG,
-    LLM_CREDENTIALS_REFUSED,
     LLM_EMPTY_ANSWER,
+    LLM_ENVIRONMENT_KEY_REFUSED,
+    LLM_MODEL_NOT_FOUND,
+    LLM_PAYMENT_REQUIRED,
     LLM_PERMISSION_DENIED,
     LLM_PROVIDER_FAILED,
     LLM_RATE_LIMITED,
     LLM_REQUEST_REJECTED,
+    LLM_STORED_KEY_REFUSED,
     LLM_TIMED_OUT,
-    LLM_UNKNOWN_MODEL,
     LLM_UNREACHABLE,
     Completion,
     llm_complete,
 )
+from language_models.model_checks import MODEL_STRING_UNKNOWN_PROVIDER, ModelStringInvalid
 from language_models.scripted import MOCK_SCRIPT_LACKS_PURPOSE, LlmMockScriptError
 from language_models.selectors import ModelConfig
 from tests.python_process import python_run
@@ -160,15 +163,19 @@ async def test_a_model_slower_than_its_timeout_is_stopped_with_a_timeout(script)
     assert raised.value.jsonrpc_code == -32004
 
 
+# Each litellm exception, raised by litellm itself through mock_response: what an operator must fix
+# is NotReady (-32003), what may pass is Unavailable (-32005). Subclasses before their bases:
+# ContextWindowExceededError and PaymentRequiredError are BadRequestErrors.
 @pytest.mark.parametrize(
     ("litellm_error", "expected", "message", "reason"),
     [
-        ("AuthenticationError", Unavailable, LLM_CREDENTIALS_REFUSED, "llm_credentials_refused"),
-        ("PermissionDeniedError", Unavailable, LLM_PERMISSION_DENIED, "llm_permission_denied"),
-        ("NotFoundError", Unavailable, LLM_UNKNOWN_MODEL, "llm_unknown_model"),
+        ("AuthenticationError", NotReady, LLM_STORED_KEY_REFUSED, "llm_credentials_refused"),
+        ("PermissionDeniedError", NotReady, LLM_PERMISSION_DENIED, "llm_permission_denied"),
+        ("NotFoundError", NotReady, LLM_MODEL_NOT_FOUND, "llm_model_not_found"),
+        ("ContextWindowExceededError", NotReady, LLM_CONTEXT_TOO_LONG, "llm_context_window_exceeded"),
+        ("PaymentRequiredError", NotReady, LLM_PAYMENT_REQUIRED, "llm_payment_required"),
+        ("BadRequestError", NotReady, LLM_REQUEST_REJECTED, "llm_request_rejected"),
         ("RateLimitError", Unavailable, LLM_RATE_LIMITED, "llm_rate_limited"),
-        ("ContextWindowExceededError", Unavailable, LLM_CONTEXT_TOO_LONG, "llm_context_window_exceeded"),
-        ("BadRequestError", Unavailable, LLM_REQUEST_REJECTED, "llm_request_rejected"),
         ("APIConnectionError", Unavailable, LLM_UNREACHABLE, "llm_unreachable"),
         ("ServiceUnavailableError", Unavailable, LLM_PROVIDER_FAILED, "llm_provider_failed"),
         ("InternalServerError", Unavailable, LLM_PROVIDER_FAILED, "llm_provider_failed"),
@@ -176,7 +183,7 @@ async def test_a_model_slower_than_its_timeout_is_stopped_with_a_timeout(script)
         ("APIError", Unavailable, LLM_PROVIDER_FAILED, "llm_provider_failed"),
     ],
 )
-async def test_a_provider_failure_becomes_unavailable_with_a_clear_message(
+async def test_each_provider_failure_has_its_own_message_and_reason(
     script, litellm_error, expected, message, reason
 ):
     script({"sql": {"error": litellm_error}})
@@ -187,7 +194,9 @@ async def test_a_provider_failure_becomes_unavailable_with_a_clear_message(
     assert type(raised.value) is expected
     assert raised.value.message == message.format(model="openai/gpt-4o-mini")
     assert raised.value.data == {"reason": reason}
-    assert raised.value.jsonrpc_code == -32005
+    assert raised.value.jsonrpc_code == {NotReady: -32003, Unavailable: -32005}[expected]
+    # Never the provider's own text, which the scripted exception carries.
+    assert "scripted" not in raised.value.message
 
 
 async def test_a_provider_timeout_becomes_a_timeout(script):
@@ -199,21 +208,31 @@ async def test_a_provider_timeout_becomes_a_timeout(script):
     assert raised.value.data == {"reason": "llm_timeout", "timeoutSeconds": 45}
 
 
-async def test_refused_credentials_tell_the_operator_to_fix_the_key(script):
+async def test_a_refused_stored_key_sends_the_operator_to_the_admin(script):
     script({"sql": {"error": "AuthenticationError"}})
 
-    with pytest.raises(Unavailable, match="An operator must fix the key in the admin"):
+    with pytest.raises(NotReady, match="An operator must enter a valid one in the admin"):
         await llm_complete(config=_config(), messages=MESSAGES, purpose="sql")
+
+
+async def test_a_refused_key_from_the_environment_says_it_came_from_there(script):
+    script({"sql": {"error": "AuthenticationError"}})
+
+    with pytest.raises(NotReady) as raised:
+        await llm_complete(config=_config(api_key=None), messages=MESSAGES, purpose="sql")
+
+    assert raised.value.message == LLM_ENVIRONMENT_KEY_REFUSED.format(model="openai/gpt-4o-mini")
 
 
 async def test_a_model_string_naming_no_provider_is_named_in_the_message(script):
     script({"sql": "SELECT 1"})
 
-    with pytest.raises(Unavailable) as raised:
+    with pytest.raises(ModelStringInvalid) as raised:
         await llm_complete(config=_config(model="nonsense/model-x"), messages=MESSAGES, purpose="sql")
 
-    assert raised.value.message == LLM_UNKNOWN_MODEL.format(model="nonsense/model-x")
-    assert "'nonsense/model-x'" in raised.value.message
+    assert raised.value.message == MODEL_STRING_UNKNOWN_PROVIDER.format(model="'nonsense/model-x'", hint="")
+    assert raised.value.data == {"reason": "llm_invalid_model"}
+    assert raised.value.jsonrpc_code == -32003
 
 
 async def test_an_empty_answer_is_unavailable(script):
@@ -243,7 +262,7 @@ async def test_a_call_is_logged_with_model_purpose_tokens_and_duration(script, c
 async def test_the_api_key_is_in_no_message_and_no_log_line(script, caplog, litellm_error):
     script({"sql": {"error": litellm_error}})
 
-    with caplog.at_level(logging.DEBUG), pytest.raises(Unavailable) as raised:
+    with caplog.at_level(logging.DEBUG), pytest.raises(GatehouseError) as raised:
         await llm_complete(config=_config(), messages=MESSAGES, purpose="sql")
 
     assert API_KEY not in raised.value.message

@@ -16,6 +16,10 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import DatabaseError, connection
 
+from core.env import env_optional
+from core.errors import GatehouseError
+from language_models.model_checks import language_model_string_validate
+
 # Daphne binds 127.0.0.1 (Makefile); a server on another interface of the same port is not a clash.
 BIND_HOST = "127.0.0.1"
 CONNECT_TIMEOUT_SECONDS = 10
@@ -32,6 +36,7 @@ class Command(BaseCommand):
         try:
             port_check(port=options["port"])
             database_check()
+            demo_model_check()
         except CommandError as problem:
             # The message alone, without Django's "CommandError:" prefix: it is the whole answer.
             self.stderr.write(str(problem))
@@ -98,6 +103,20 @@ def database_problem(error: str) -> str:
             "check the user and password in DATABASE_URL."
         )
     return f"Cannot connect to the database at {host}:{port}: {_first_line(error)}; check DATABASE_URL."
+
+
+def demo_model_check() -> None:
+    """``DEMO_LLM_MODEL`` (which bootstrap_demo gives acme) must be a model string litellm routes.
+
+    Its key is not asked for: one stored in the admin by an earlier run is kept and used.
+    """
+    model = env_optional("DEMO_LLM_MODEL")
+    if model is None:
+        return
+    try:
+        language_model_string_validate(model=model)
+    except GatehouseError as refusal:
+        raise CommandError(f"DEMO_LLM_MODEL: {refusal.message}") from None
 
 
 def _first_line(text: str) -> str:
