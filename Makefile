@@ -28,18 +28,18 @@ install: $(VENV)/.installed-dev
 # Runs on the embedded SQLite file unless DATABASE_URL is set. The secret key is generated once
 # into the git-ignored .local/ folder unless SECRET_KEY or SECRET_KEY_FILE is given (settings find it
 # there too, for manage.py on a loopback development setup). prepare_run does, in one process, what
-# the server needs first, and skips what is already done: the port and database checks (one line
+# the server needs first, skipping what is already done: the port and database checks (one line
 # and exit 1 if either fails: then no server starts), migrate when a migration is unapplied,
-# collectstatic when a static source changed, the demo people and sample data when missing; then it
-# prints how to sign in. `set -e`: a failed step stops the run.
+# collectstatic when a static source changed, the demo people and sample data when missing; it
+# prints how to sign in, and then (--serve) runs Daphne on 127.0.0.1:$(PORT) in the same process,
+# as `daphne -v 0 -b 127.0.0.1 -p $(PORT) config.asgi:application` would: one Django start, not two.
 run: $(VENV)/.installed
 	@mkdir -p .local
 	@test -s .local/secret_key || (umask 077 && $(PY) -c "import secrets; print(secrets.token_urlsafe(50))" > .local/secret_key)
 	@set -e; \
 	if [ -z "$$SECRET_KEY" ] && [ -z "$$SECRET_KEY_FILE" ]; then export SECRET_KEY_FILE=.local/secret_key; fi; \
 	export PORT=$(PORT); \
-	$(PY) manage.py prepare_run; \
-	exec $(VENV)/bin/daphne -v 0 -b 127.0.0.1 -p $(PORT) config.asgi:application
+	exec $(PY) manage.py prepare_run --serve
 
 lint: $(VENV)/.installed-dev
 	$(VENV)/bin/ruff check .

@@ -5,8 +5,9 @@ the working tree (cold: nothing migrated, collected or created yet) and the rest
 ``--database-url postgres://postgres@127.0.0.1:5432/gatehouse_bench_startup`` on PostgreSQL (that
 database, its sample database and the sample's reader role are dropped before and after). The
 copy holds the tracked and untracked files of this working tree (not .local/ nor .venv/), and
-borrows this checkout's installed ``.venv`` (``make -o .venv/.installed``), so installing is not
-part of the figure. Figures are printed, not judged.
+borrows this checkout's installed ``.venv`` (``make -o .venv/.installed``; ``--venv PATH`` another,
+such as one with only ``pip install -e .``), so installing is not part of the figure. Each run also
+asks for the sign-in page and a collected stylesheet. Figures are printed, not judged.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import argparse
 import os
 import shutil
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -31,7 +33,7 @@ from psycopg import sql
 HEALTH_TIMEOUT_SECONDS = 300
 
 
-def working_tree_copy(*, into: Path) -> None:
+def working_tree_copy(*, into: Path, venv: Path) -> None:
     listed = subprocess.run(
         ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
         cwd=BASE_DIR,
@@ -43,7 +45,7 @@ def working_tree_copy(*, into: Path) -> None:
         if source.is_file():
             (into / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(source, into / name)
-    (into / ".venv").symlink_to((BASE_DIR / ".venv").resolve())
+    (into / ".venv").symlink_to(venv.resolve())
 
 
 def drop_databases(database_url: str, *, create_again: bool) -> None:
@@ -59,9 +61,9 @@ def drop_databases(database_url: str, *, create_again: bool) -> None:
             conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
 
 
-def health_answers(port: int) -> bool:
+def answers(port: int, path: str) -> bool:
     try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2) as response:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=2) as response:
             return bool(response.status == 200)
     except (urllib.error.URLError, ConnectionError, TimeoutError):
         return False
@@ -81,13 +83,17 @@ def one_run(*, clone: Path, env: dict[str, str]) -> tuple[float, str]:
         start_new_session=True,
     )
     try:
-        while not health_answers(port):
+        while not answers(port, "/health"):
             if process.poll() is not None:
                 raise RuntimeError(f"make run exited with {process.returncode}: {process.communicate()[0]}")
             if time.monotonic() - started > HEALTH_TIMEOUT_SECONDS:
                 raise RuntimeError("make run did not answer /health in time")
             time.sleep(0.05)
         elapsed = time.monotonic() - started
+        # What a person opens next: the sign-in page and the admin's stylesheet (collected).
+        for path in ("/accounts/login/", "/static/admin/css/base.css"):
+            if not answers(port, path):
+                raise RuntimeError(f"{path} did not answer 200")
     finally:
         os.killpg(process.pid, signal.SIGTERM)
         output = process.communicate(timeout=60)[0]
@@ -99,6 +105,12 @@ def main() -> None:
     parser.add_argument("--database-url", help="a PostgreSQL database to create and drop (default: SQLite)")
     parser.add_argument("--warm-runs", type=int, default=2)
     parser.add_argument("--show-output", action="store_true", help="print what each make run printed")
+    parser.add_argument(
+        "--venv",
+        type=Path,
+        default=BASE_DIR / ".venv",
+        help="an installed virtualenv to borrow (default: .venv)",
+    )
     args = parser.parse_args()
 
     removed = {"DATABASE_URL", "DEMO_PASSWORD", "SECRET_KEY", "SECRET_KEY_FILE", "PORT", "PUBLIC_URL"}
@@ -108,7 +120,7 @@ def main() -> None:
         drop_databases(args.database_url, create_again=True)
     with tempfile.TemporaryDirectory(prefix="gatehouse-make-run-") as folder:
         clone = Path(folder)
-        working_tree_copy(into=clone)
+        working_tree_copy(into=clone, venv=args.venv)
         figures = []
         try:
             for _ in range(1 + args.warm_runs):
@@ -124,6 +136,8 @@ def main() -> None:
     print(f"  cold (fresh copy):  {figures[0]:6.1f} s")
     for index, elapsed in enumerate(figures[1:], start=1):
         print(f"  warm restart {index}:     {elapsed:6.1f} s")
+    if len(figures) > 2:
+        print(f"  warm, median:       {statistics.median(figures[1:]):6.1f} s")
 
 
 if __name__ == "__main__":

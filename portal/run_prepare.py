@@ -29,7 +29,7 @@ from django.db.migrations.executor import MigrationExecutor
 
 from core.errors import InvalidInput
 from data_agent.models import OntologyStatus
-from portal.demo import DEMO_PEOPLE, DEMO_USERNAMES, Demo, demo_ensure, names_joined
+from portal.demo import DEMO_MODEL_NAME, DEMO_PEOPLE, DEMO_USERNAMES, Demo, demo_ensure, names_joined
 
 PASSWORD_FILE_MODE = 0o600
 
@@ -161,7 +161,9 @@ def run_demo_ensure(*, given: str | None, path: Path, language_model: str | None
 # What make run prints
 
 
-def run_summary(*, migrated: int, collected: bool, sign_in: RunSignIn) -> list[str]:
+def run_summary(
+    *, migrated: int, collected: bool, sign_in: RunSignIn, language_model: str | None = None
+) -> list[str]:
     """One line of what was done, then one for anything the operator should know."""
     people = sign_in.demo.people
     done = [
@@ -172,6 +174,8 @@ def run_summary(*, migrated: int, collected: bool, sign_in: RunSignIn) -> list[s
     lines = [f"Prepared: {', '.join(done)}."]
     if people.changed:
         lines.append(f"DEMO_PASSWORD: changed the password of {names_joined(people.changed)}.")
+    if language_model:
+        lines.append(f"Language model for acme: {language_model} ({DEMO_MODEL_NAME!r}, the default).")
     if sign_in.origin == "unknown" and people.created:
         lines.append(f"Created {names_joined(people.created)} with the password {people.password}")
     ontology = sign_in.demo.ontology

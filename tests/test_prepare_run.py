@@ -243,6 +243,17 @@ def test_a_person_missing_from_an_install_gets_the_kept_password():
     assert _has_password(first.password) == ["alice", "bob", "carol"]
 
 
+@pytest.mark.django_db
+def test_a_demo_language_model_is_made_acme_default_and_named_in_the_summary():
+    from language_models.models import LanguageModel
+
+    sign_in = run_demo_ensure(given=None, path=_kept(), language_model="openai/gpt-4o-mini")
+
+    summary = run_summary(migrated=0, collected=False, sign_in=sign_in, language_model="openai/gpt-4o-mini")
+    assert LanguageModel.objects.get(tenant__slug="acme", is_default=True).model == "openai/gpt-4o-mini"
+    assert any("openai/gpt-4o-mini" in line for line in summary)
+
+
 def test_a_kept_file_others_can_read_is_made_private():
     _kept().write_text("kept-demo-password\n")
     _kept().chmod(0o644)
