@@ -51,6 +51,8 @@ _public_netloc = _public.netloc
 # but only for a development setup: a plain-http loopback PUBLIC_URL (unset is loopback). Anything
 # else (https, a public host) still refuses to start without a real SECRET_KEY.
 DEVELOPMENT_SECRET_KEY_FILE = LOCAL_DIR / "secret_key"
+# Where `make run` keeps the demo people's password (portal.run_prepare), to print it on every start.
+DEMO_PASSWORD_KEPT_FILE = LOCAL_DIR / "demo_password"
 _secret = env_optional("SECRET_KEY")
 if _secret is None:
     _secret = development_secret_key(

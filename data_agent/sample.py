@@ -29,7 +29,9 @@ from psycopg import sql
 from accounts.models import Tenant
 from core.db import psycopg_connect_kwargs
 from data_agent.models import DataSource, DataSourceKind, Ontology, OntologyStatus
+from data_agent.selectors import data_source_url
 from data_agent.services import data_source_create, data_source_set_url, ontology_create_from_source
+from mcp_gateway.models import TenantToolset
 from mcp_gateway.registry import default_registry
 from mcp_gateway.toolset_access import toolset_set_enabled
 
@@ -275,7 +277,8 @@ def sample_database_ensure(*, tenant: Tenant) -> Ontology:
             source.ontologies.all().delete()
             source.kind = database.kind
             source.save(update_fields=["kind", "updated"])
-        source = data_source_set_url(data_source=source, url=database.url)
+        if _stored_url(source) != database.url:
+            source = data_source_set_url(data_source=source, url=database.url)
     ontology = Ontology.objects.filter(tenant=tenant, name=ONTOLOGY_NAME).first()
     if ontology is not None and ontology.status != OntologyStatus.READY:
         ontology.delete()
@@ -288,7 +291,17 @@ def sample_database_ensure(*, tenant: Tenant) -> Ontology:
             description=ONTOLOGY_DESCRIPTION,
             descriptions=DESCRIPTIONS,
         )
-    registry = default_registry()
-    if registry.toolset("data_agent") is not None:
-        toolset_set_enabled(tenant=tenant, toolset="data_agent", enabled=True, registry=registry)
+    # Loading the registry imports every toolset (half a second): only when there is something to do.
+    if not TenantToolset.objects.filter(tenant=tenant, toolset="data_agent", enabled=True).exists():
+        registry = default_registry()
+        if registry.toolset("data_agent") is not None:
+            toolset_set_enabled(tenant=tenant, toolset="data_agent", enabled=True, registry=registry)
     return ontology
+
+
+def _stored_url(source: DataSource) -> str | None:
+    """The URL stored for the source; None when it cannot be read (stored under another key)."""
+    try:
+        return data_source_url(data_source=source)
+    except ValueError:
+        return None

@@ -26,14 +26,50 @@ def test_it_creates_the_demo_tenants_and_people(monkeypatch, capsys):
     assert User.objects.get(username="bob").check_password("a-demo-password")
 
 
+def _people() -> list[tuple[int, str]]:
+    return list(
+        User.objects.filter(username__in=DEMO_USERNAMES).order_by("username").values_list("pk", "password")
+    )
+
+
 def test_running_it_twice_changes_nothing(monkeypatch):
     monkeypatch.setenv("DEMO_PASSWORD", "a-demo-password")
     call_command("bootstrap_demo")
-    before = (_state(), list(User.objects.filter(username__in=DEMO_USERNAMES).values_list("pk", "password")))
+    before = (_state(), _people())
+    call_command("bootstrap_demo")
+    assert (_state(), _people()) == before
+
+
+def test_another_demo_password_is_set_on_the_existing_people_and_said_in_one_line(monkeypatch, capsys):
+    monkeypatch.setenv("DEMO_PASSWORD", "a-demo-password")
+    call_command("bootstrap_demo")
+    pks = [pk for pk, _ in _people()]
+    capsys.readouterr()
+
     monkeypatch.setenv("DEMO_PASSWORD", "another-password")
     call_command("bootstrap_demo")
-    after = (_state(), list(User.objects.filter(username__in=DEMO_USERNAMES).values_list("pk", "password")))
-    assert before == after
+
+    assert (
+        "DEMO_PASSWORD: changed the password of alice, bob and carol." in capsys.readouterr().out.splitlines()
+    )
+    assert [pk for pk, _ in _people()] == pks
+    assert all(
+        user.check_password("another-password") for user in User.objects.filter(username__in=DEMO_USERNAMES)
+    )
+
+
+def test_a_demo_password_the_validators_refuse_is_refused_in_one_line(monkeypatch, capsys):
+    monkeypatch.setenv("DEMO_PASSWORD", "12345678")
+
+    with pytest.raises(SystemExit) as stopped:
+        call_command("bootstrap_demo")
+
+    assert stopped.value.code == 1
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1
+    assert lines[0].startswith("DEMO_PASSWORD is refused:")
+    assert "entirely numeric" in lines[0]
+    assert not User.objects.filter(username__in=DEMO_USERNAMES).exists()
 
 
 def test_without_a_password_it_generates_and_prints_one(monkeypatch, capsys):

@@ -1,8 +1,10 @@
 """Every place a person's password is chosen through Gatehouse goes through Django's validators
-(settings.AUTH_PASSWORD_VALIDATORS): the admin's add-user and change-password forms, and the
-password bootstrap_demo generates. Two places deliberately do not: ``DEMO_PASSWORD`` (the operator
-chose it for a demo) and ``createsuperuser --noinput`` with ``DJANGO_SUPERUSER_PASSWORD`` (Django
-skips validation there by design; its interactive mode validates and asks before bypassing)."""
+(settings.AUTH_PASSWORD_VALIDATORS): the admin's add-user and change-password forms, the password
+bootstrap_demo generates, and ``DEMO_PASSWORD``, which ``bootstrap_demo`` and ``make run`` refuse
+in one line when a validator does (tests/test_bootstrap_demo.py, tests/test_prepare_run.py). One
+place deliberately does not: ``createsuperuser --noinput`` with ``DJANGO_SUPERUSER_PASSWORD``
+(Django skips validation there by design; its interactive mode validates and asks before
+bypassing)."""
 
 from __future__ import annotations
 

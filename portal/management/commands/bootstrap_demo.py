@@ -1,54 +1,63 @@
+"""Create the demo (portal.demo): for a deployment's first start (platform/compose.yaml) and the
+tests. ``make run`` does the same through ``prepare_run``, which also keeps the password in .local/.
+
+``DEMO_PASSWORD`` (or ``DEMO_PASSWORD_FILE``) is the people's password, set on existing people too;
+one the password validators refuse stops the command with one line. Without it, people created now
+get a generated password, printed once.
+"""
+
 from __future__ import annotations
 
-import os
-import secrets
 from typing import Any
 
 from django.core.management.base import BaseCommand
-from django.db import transaction
 
-from accounts.models import Role
-from accounts.services import membership_ensure, tenant_ensure, user_ensure
 from core.env import env_optional
-from data_agent.sample import sample_database_ensure
-from language_models.services import language_model_ensure_default
-
-DEMO_TENANTS = [("acme", "Acme"), ("globex", "Globex")]
-DEMO_MODEL_NAME = "Demo model"
-DEMO_USERS = [("alice", "acme", Role.ADMIN), ("bob", "acme", Role.VIEWER), ("carol", "globex", Role.ADMIN)]
+from data_agent.models import OntologyStatus
+from portal.demo import (
+    DEMO_MODEL_NAME,
+    DemoPeople,
+    demo_ensure,
+    demo_password_problems,
+    demo_password_refusal,
+    names_joined,
+)
 
 
 class Command(BaseCommand):
     help = "Create the demo tenants acme and globex and the users alice, bob and carol. Safe to run twice."
 
     def handle(self, *args: Any, **options: Any) -> None:
-        password = os.environ.get("DEMO_PASSWORD") or ""
+        password = env_optional("DEMO_PASSWORD")
         # A litellm model string; the provider's key comes from its usual variable (OPENAI_API_KEY...).
         demo_model = env_optional("DEMO_LLM_MODEL")
-        generated = not password
-        if generated:
-            password = secrets.token_urlsafe(12)
-        with transaction.atomic():
-            tenants = {slug: tenant_ensure(slug=slug, name=name) for slug, name in DEMO_TENANTS}
-            created = []
-            for username, tenant_slug, role in DEMO_USERS:
-                user = user_ensure(username=username, password=password, email=f"{username}@example.com")
-                if user.check_password(password):
-                    created.append(username)
-                membership_ensure(user=user, tenant=tenants[tenant_slug], role=role)
-            if demo_model:
-                language_model_ensure_default(tenant=tenants["acme"], name=DEMO_MODEL_NAME, model=demo_model)
-        # Outside the transaction: the sample database is filled over connections of its own.
-        ontology = sample_database_ensure(tenant=tenants["acme"])
+        if password is not None:
+            problems = demo_password_problems(password=password)
+            if problems:
+                # The message alone, without Django's "CommandError:" prefix: it is the whole answer.
+                self.stderr.write(demo_password_refusal(problems=problems))
+                raise SystemExit(1)
+        demo = demo_ensure(password=password, reset_existing=True, language_model=demo_model)
+        ontology = demo.ontology
         self.stdout.write(
             f"Sample data for acme: ontology {ontology.name!r} ({ontology.status}), id {ontology.pk}."
         )
+        if ontology.status != OntologyStatus.READY and ontology.status_detail:
+            self.stdout.write(f"  {ontology.status_detail}")
         self.stdout.write(
             "Demo tenants: acme, globex. Users: alice (acme admin), bob (acme viewer), carol (globex admin)."
         )
         if demo_model:
             self.stdout.write(f"Language model for acme: {demo_model} ({DEMO_MODEL_NAME!r}, the default).")
-        if generated and created:
-            self.stdout.write(f"Generated password for {', '.join(created)}: {password}")
-        elif generated:
-            self.stdout.write("Demo users already existed; their passwords were left unchanged.")
+        self.stdout.write(people_line(people=demo.people))
+
+
+def people_line(*, people: DemoPeople) -> str:
+    """What happened to the people's passwords, in one line."""
+    if people.changed:
+        return f"DEMO_PASSWORD: changed the password of {names_joined(people.changed)}."
+    if people.generated and people.created:
+        return f"Generated password for {', '.join(people.created)}: {people.password}"
+    if people.generated:
+        return "Demo users already existed; their passwords were left unchanged."
+    return "Demo users have the password DEMO_PASSWORD."

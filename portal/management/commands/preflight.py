@@ -1,4 +1,5 @@
-"""`make run`'s first step: is the port free and does the database answer? One line if not.
+"""Is the port free and does the database answer? One line if not: `make run` asks this first
+(``prepare_run`` runs these checks), and ``manage.py preflight`` asks it alone.
 
 Run before migrate, so a newcomer with a wrong ``DATABASE_URL`` or a busy port reads what is wrong
 and how to fix it, instead of migrate's traceback followed by a server that starts anyway. System
