@@ -379,3 +379,14 @@ def test_make_run_stops_on_a_weak_demo_password_and_starts_no_server():
     assert len(ours) == 1, result.stderr
     assert ours[0].startswith(REFUSED)
     assert "Gatehouse is starting" not in result.stdout
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_demo_model_litellm_cannot_route_stops_it_before_anything_changes(monkeypatch):
+    monkeypatch.setenv("DEMO_LLM_MODEL", "opneai/gpt-4o")
+    monkeypatch.delenv("DEMO_PASSWORD", raising=False)
+
+    line = _refused()
+
+    assert line.startswith("DEMO_LLM_MODEL: The language model 'opneai/gpt-4o'")
+    assert not _kept().exists()

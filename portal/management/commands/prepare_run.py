@@ -1,7 +1,7 @@
 """``make run``: checks, then only what is not done yet, the banner, and (``--serve``) the server.
 
 All in one process (portal.run_prepare says why): a DEMO_PASSWORD the password validators refuse, a
-busy port and a database that does not answer (checked as ``preflight`` checks them) each stop it
+DEMO_LLM_MODEL litellm cannot route, a busy port and a database that does not answer (checked as ``preflight`` checks them) each stop it
 with one line and exit 1, before anything changes. Then migrate, collectstatic and the demo, each
 skipped when already done, how to sign in, and Daphne serving config.asgi as it would in a process
 of its own: Django's start (imports, app loading) is paid once instead of twice.
@@ -22,7 +22,7 @@ from django.db import connections
 from core.env import env_optional
 from core.errors import InvalidInput
 from portal.demo import demo_password_problems, demo_password_refusal
-from portal.management.commands.preflight import BIND_HOST, database_check, port_check
+from portal.management.commands.preflight import BIND_HOST, database_check, demo_model_check, port_check
 from portal.run_prepare import (
     database_migrate_if_needed,
     run_banner,
@@ -57,6 +57,8 @@ class Command(BaseCommand):
             # First: it changes nothing and needs neither the port nor the database.
             if given is not None and (problems := demo_password_problems(password=given)):
                 raise CommandError(demo_password_refusal(problems=problems))
+            # A DEMO_LLM_MODEL litellm cannot route: refused here too, before anything changes.
+            demo_model_check()
             port_check(port=options["port"])
             database_check()
             # Django's system checks, as migrate and bootstrap_demo ran them here before: an error
