@@ -23,6 +23,7 @@ from core.env import (
     env_origin,
     env_rate,
     env_str,
+    env_uri_schemes,
 )
 from core.loopback import is_loopback_host
 
@@ -358,6 +359,11 @@ GATEHOUSE: dict[str, Any] = {
     "OAUTH_CLIENT_MAX_METADATA_STRING_LENGTH": env_int(
         "OAUTH_CLIENT_MAX_METADATA_STRING_LENGTH", default=2000, minimum=100
     ),
+    # Redirect URIs in a native app's own scheme (RFC 8252 §7.1), such as Cursor's
+    # cursor://anysphere.cursor-mcp/oauth/callback: "*" allows any scheme core.uri_schemes does not
+    # refuse (javascript, data, file, mailto, ms-... never), a list allows only those, "none" none.
+    # Matched exactly at every authorization request; the code is bound to the client's PKCE.
+    "OAUTH_PRIVATE_USE_SCHEMES": env_uri_schemes("OAUTH_PRIVATE_USE_SCHEMES", default=["*"]),
     # How many proxies (TLS terminator, load balancer) append to X-Forwarded-For in front of the
     # server; the client address is read that many entries from the right, never from the left.
     "TRUSTED_PROXY_COUNT": env_int("TRUSTED_PROXY_COUNT", default=0, minimum=0),

@@ -124,6 +124,7 @@ class GatehouseSettings:
     OAUTH_CLIENT_MAX_REDIRECT_URI_LENGTH = _Setting(_int)
     OAUTH_CLIENT_MAX_NAME_LENGTH = _Setting(_int)
     OAUTH_CLIENT_MAX_METADATA_STRING_LENGTH = _Setting(_int)
+    OAUTH_PRIVATE_USE_SCHEMES = _Setting(_str_list)
     CIMD_ALLOW_LOOPBACK = _Setting(_bool)
     CIMD_CA_BUNDLE = _Setting(_optional_str)
     # Diagnostics, audit, requests, metrics (core)

@@ -25,6 +25,8 @@ from django.http.multipartparser import MultiPartParserError
 from django.urls import reverse
 from oauth2_provider.models import get_application_model
 
+from core.uri_schemes import private_use_scheme_refusal
+
 _SCHEME = re.compile(r"[a-z][a-z0-9+.-]*")
 _HOST = re.compile(r"[a-z0-9.-]+|\[[0-9a-f:.]+\]")
 _WEB_SCHEMES = frozenset({"http", "https"})
@@ -32,7 +34,8 @@ _WEB_SCHEMES = frozenset({"http", "https"})
 
 def redirect_source(redirect_uri: str) -> str | None:
     """``redirect_uri`` as a CSP source: its origin for http(s), its scheme otherwise; None when it
-    cannot be expressed safely (a source list is split on whitespace and ``;``)."""
+    cannot be expressed safely (a source list is split on whitespace and ``;``), or is a scheme
+    that is never a redirect's (``javascript:``, ``data:``: a row stored around the policy)."""
     try:
         parts = urlsplit(redirect_uri)
         port = parts.port
@@ -42,7 +45,7 @@ def redirect_source(redirect_uri: str) -> str | None:
     if not _SCHEME.fullmatch(scheme):
         return None
     if scheme not in _WEB_SCHEMES:
-        return f"{scheme}:"
+        return f"{scheme}:" if private_use_scheme_refusal(scheme) is None else None
     host = (parts.hostname or "").lower()
     if ":" in host:
         host = f"[{host}]"

@@ -15,6 +15,8 @@ from urllib.parse import urlsplit
 from cryptography.fernet import Fernet
 from django.core.exceptions import ImproperlyConfigured
 
+from core.uri_schemes import ANY_SCHEME, NO_SCHEMES, private_use_scheme_refusal
+
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}
 
@@ -76,6 +78,23 @@ def env_list(name: str, *, default: list[str]) -> list[str]:
     if value is None or value.strip() == "":
         return list(default)
     return [item.strip() for item in value.split(",") if item.strip()]
+
+
+def env_uri_schemes(name: str, *, default: list[str]) -> list[str]:
+    """Private-use redirect URI schemes (``core.uri_schemes``): ``*`` for any that passes the rules,
+    ``none`` for none, or a comma-separated list, each a scheme that could pass them (lower-cased)."""
+    values = env_list(name, default=default)
+    if [value.lower() for value in values] == [NO_SCHEMES]:
+        return []
+    if ANY_SCHEME in values:
+        if values != [ANY_SCHEME]:
+            raise ImproperlyConfigured(f"{name}: '*' stands alone; it already allows every scheme.")
+        return values
+    for value in values:
+        refusal = private_use_scheme_refusal(value)
+        if refusal is not None:
+            raise ImproperlyConfigured(f"{name}: {value!r} {refusal}.")
+    return [value.lower() for value in values]
 
 
 def env_origin(name: str, *, default: str) -> str:

@@ -28,8 +28,10 @@ from core.http_errors import ERROR_TEMPLATE
 from core.loopback import is_loopback_host
 from core.models import AuditAction, AuditOutcome, RateLimitScope
 from core.throttles import client_address, throttle_check
+from core.uri_schemes import uri_scheme
 from oauth.consent import ConsentMemory, consent_decide, consent_list_for_client, consent_remember
 from oauth.forms import ConsentForm, consent_form_altered
+from oauth.redirects import is_private_use_redirect
 from oauth.resource import is_mcp_resource
 from oauth.selectors import application_find
 from oauth.validators import PKCE_S256_REQUIRED, TENANT_ATTRIBUTE
@@ -91,7 +93,15 @@ class ConsentView(AuthorizationView):
         if oauth2_settings.COMPLIANT_BCP_RFC9700_AUTHZ_RESPONSE_ISS:
             issuer = oauth2_settings.oauth2_authorization_server_issuer(self.request)
             redirect_to = _add_iss_to_redirect(redirect_to, issuer)
+        if application is None:
+            # DOT passes none for an error found while validating the request, after the client
+            # and its redirect URI passed (else it shows a page, not a redirect); the client's own
+            # schemes (a private-use cursor://, oauth.redirects) then apply, not only https and http.
+            application = application_find(client_id=self._client_id_asked())
         return super().redirect(redirect_to, application)
+
+    def _client_id_asked(self) -> str:
+        return str(self.request.GET.get("client_id") or self.request.POST.get("client_id") or "")
 
     def validate_authorization_request(self, request: HttpRequest) -> tuple[list[str], dict[str, Any]]:
         scopes, credentials = super().validate_authorization_request(request)
@@ -299,6 +309,10 @@ class ConsentView(AuthorizationView):
 
 
 def _host(uri: str) -> str:
+    if is_private_use_redirect(uri):
+        # "cursor://anysphere.cursor-mcp", not a bare "anysphere.cursor-mcp" that reads as a website.
+        parts = urlsplit(uri)
+        return f"{uri_scheme(uri)}://{parts.netloc}" if parts.netloc else f"{uri_scheme(uri)}:"
     parts = urlsplit(uri)
     host = parts.hostname or ""
     if ":" in host:
@@ -307,10 +321,11 @@ def _host(uri: str) -> str:
     return f"{host}:{parts.port}" if parts.port else host
 
 
-def _is_loopback(uri: str) -> bool:
-    return is_loopback_host(urlsplit(uri).hostname, allow_localhost_name=True)
+def _on_this_machine(uri: str) -> bool:
+    # A private-use scheme is handed by the browser to an app on this computer, as loopback is.
+    return is_loopback_host(urlsplit(uri).hostname, allow_localhost_name=True) or is_private_use_redirect(uri)
 
 
 def _loopback_only(application: Application) -> bool:
     uris = application.redirect_uris.split()
-    return bool(uris) and all(_is_loopback(uri) for uri in uris)
+    return bool(uris) and all(_on_this_machine(uri) for uri in uris)

@@ -16,10 +16,10 @@ Ours (``CIMD_METADATA_FETCHER``) adds:
   these fetches only.
 - The document is parsed with a nesting bound (``core.json_bounds``: a deeply nested document is
   refused, not a ``RecursionError``) and must meet the registration policy
-  (``oauth.registration_policy``) like any registered client: redirect URIs https or loopback
-  http, without userinfo or fragment, bounded in number and length; only the authorization code
-  and refresh token grants; bounded strings with no NUL. A document that breaks any rule is
-  refused as a whole.
+  (``oauth.registration_policy``) like any registered client: redirect URIs https, loopback http
+  or an allowed private-use scheme, without userinfo or fragment, bounded in number and length;
+  only the authorization code and refresh token grants; bounded strings with no NUL. A document
+  that breaks any rule is refused as a whole.
 """
 
 from __future__ import annotations

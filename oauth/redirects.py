@@ -3,17 +3,26 @@
 Three rules, checked in this order at every authorization request (``validate_redirect_uri``):
 
 1. **Transport**: ``https``, or plain ``http`` only to a loopback host (OAuth 2.1: a code sent over
-   plain HTTP to another machine can be read on the way).
+   plain HTTP to another machine can be read on the way), or a native app's private-use scheme
+   (RFC 8252 §7.1, ``cursor://...``) that ``core.uri_schemes`` and the operator's
+   ``OAUTH_PRIVATE_USE_SCHEMES`` allow: the browser hands it to an app on the same machine. Checked
+   at every request, so a scheme the operator stops allowing is refused to clients that hold it.
 2. **Exact match** with one of the client's registered URIs, character for character (OAuth 2.1 /
    RFC 9700 simple string comparison: no case folding, no trailing-slash or query leniency), except
    that a loopback redirect (``http://127.0.0.1``, ``http://[::1]``, and ``http://localhost`` while
    DOT's ``ALLOW_LOCALHOST_LOOPBACK`` is on) matches on any port (RFC 8252 §7.3). DOT's own check
    runs too; it refuses fragments and userinfo and compares the parsed parts, and it grants the
    port exemption only to those three spellings, so another loopback address (``127.0.0.2``, see
-   ``core.loopback``) is held to the port it registered.
+   ``core.loopback``) is held to the port it registered. A private-use URI has no exemption at all.
 3. **Operator patterns** (``RedirectUriPattern``) for registered clients (manual and dynamic
    registration), never for a client ID metadata document, whose redirect URIs are the document's
-   own. What a pattern may say and what it matches is ``oauth.redirect_patterns``.
+   own. What a pattern may say and what it matches is ``oauth.redirect_patterns`` (https or
+   loopback http only, so never a private-use URI).
+
+The redirect itself is DOT's (``OAuth2ResponseRedirect``), which refuses any scheme that
+``Application.get_allowed_schemes()`` does not list; ``redirect_schemes_allowed`` is that list for
+one client: ``https``, ``http``, and the private-use schemes of its own registered URIs, so no
+client is ever sent through a scheme it did not register (``oauth.apps`` installs it).
 """
 
 from __future__ import annotations
@@ -24,7 +33,9 @@ from django.db.models import Q
 from oauth2_provider.models import Application, check_redirect_to_uri_allowed
 from oauth2_provider.settings import oauth2_settings
 
+from core.conf import gatehouse_settings
 from core.loopback import is_loopback_host
+from core.uri_schemes import private_use_scheme_permitted, uri_scheme
 from oauth.models import RedirectUriPattern
 from oauth.redirect_patterns import redirect_pattern_matches
 
@@ -36,15 +47,38 @@ def _loopback_any_port(host: str | None) -> bool:
     return is_loopback_host(host, allow_localhost_name=oauth2_settings.ALLOW_LOCALHOST_LOOPBACK)
 
 
+def is_private_use_redirect(uri: str) -> bool:
+    """Is ``uri`` in a private-use scheme (RFC 8252 §7.1) that the operator allows?"""
+    scheme = uri_scheme(uri)
+    return scheme is not None and private_use_scheme_permitted(
+        scheme, allowed=gatehouse_settings.OAUTH_PRIVATE_USE_SCHEMES
+    )
+
+
 def redirect_transport_is_safe(uri: str) -> bool:
-    """https, or plain http to this machine only."""
+    """https, plain http to this machine only, or a private-use scheme the operator allows."""
     try:
         parts = urlsplit(uri)
     except ValueError:
         return False
     if parts.scheme == "https":
         return bool(parts.hostname)
-    return parts.scheme == "http" and is_loopback_host(parts.hostname, allow_localhost_name=True)
+    if parts.scheme == "http":
+        return is_loopback_host(parts.hostname, allow_localhost_name=True)
+    return is_private_use_redirect(uri)
+
+
+def redirect_schemes_allowed(*, application: Application) -> list[str]:
+    """The schemes DOT may redirect this client's browser to (``get_allowed_schemes``): DOT's
+    ``ALLOWED_REDIRECT_URI_SCHEMES`` (https and http), and the private-use schemes of the client's
+    own registered URIs that the operator allows."""
+    schemes = [scheme.lower() for scheme in oauth2_settings.ALLOWED_REDIRECT_URI_SCHEMES]
+    for uri in application.redirect_uris.split():
+        scheme = uri_scheme(uri)
+        # Lower case: DOT compares with urlparse's scheme, which is lower-cased.
+        if scheme is not None and is_private_use_redirect(uri) and scheme.lower() not in schemes:
+            schemes.append(scheme.lower())
+    return schemes
 
 
 def _without_loopback_port(uri: str) -> str:

@@ -9,10 +9,14 @@ bounded before DOT sees it, and refused in the RFC 7591 error shape (``invalid_c
   deeper than ``core.json_bounds`` allows, a JSON object, and no NUL or unpaired surrogate in any
   string (PostgreSQL would refuse the row with a 500).
 - **Redirect URIs**: at most ``OAUTH_CLIENT_MAX_REDIRECT_URIS``, each at most
-  ``OAUTH_CLIENT_MAX_REDIRECT_URI_LENGTH`` characters; https, or plain http to a loopback host
-  (``oauth.redirects``); no user or password in the authority (a URI that reads as one host and
-  sends to another), no fragment (RFC 6749 §3.1.2), no whitespace or control characters (DOT
-  stores the list space-separated, so a space would split one URI into two).
+  ``OAUTH_CLIENT_MAX_REDIRECT_URI_LENGTH`` characters; https, plain http to a loopback host, or a
+  native app's private-use scheme the operator allows (``oauth.redirects``, ``core.uri_schemes``),
+  in the shape DOT's model will check on save (``cursor://host/path`` or ``com.example.app:/path``),
+  checked here first so that its refusal is ``invalid_redirect_uri`` too; no user or password in
+  the authority (a URI that reads as one host and sends to another), no fragment (RFC 6749
+  §3.1.2), no whitespace, control characters, NUL or unpaired surrogate (DOT stores the list
+  space-separated, so a space would split one URI into two). These are judged before the
+  metadata's other strings, so a NUL in a redirect URI is an ``invalid_redirect_uri`` as well.
 - **Grant types**: ``authorization_code`` and ``refresh_token`` only, for public and confidential
   clients alike. The server advertises only these two; ``implicit`` and ``password`` are gone from
   OAuth 2.1; ``client_credentials`` would hand an anonymous registrant tokens that no person
@@ -28,13 +32,15 @@ import re
 from typing import Any
 from urllib.parse import urlsplit
 
+from django.core.exceptions import ValidationError
 from django.http import HttpRequest
+from oauth2_provider.validators import AllowedURIValidator
 
 from core.conf import gatehouse_settings
 from core.errors import InvalidInput
 from core.json_bounds import JsonTooDeep, json_loads_bounded
-from core.text_safety import text_unstorable_reason
-from oauth.redirects import redirect_transport_is_safe
+from core.text_safety import text_is_storable, text_unstorable_reason
+from oauth.redirects import is_private_use_redirect, redirect_transport_is_safe
 
 INVALID_CLIENT_METADATA = "invalid_client_metadata"
 INVALID_REDIRECT_URI = "invalid_redirect_uri"
@@ -47,10 +53,18 @@ NOT_OBJECT = "The registration request must be a JSON object."
 UNSTORABLE = "The client metadata {reason}."
 TOO_MANY_REDIRECT_URIS = "A client may register at most {limit} redirect URIs."
 REDIRECT_URI_TOO_LONG = "A redirect URI may be at most {limit} characters long."
-UNSAFE_REDIRECT = "Redirect URIs must use https, or plain http to a loopback address only:"
+UNSAFE_REDIRECT = (
+    "Redirect URIs must use https, plain http to a loopback address, or an app's own private-use "
+    "scheme that this server allows (never one with a meaning in browsers or systems, such as "
+    "javascript or file):"
+)
+UNSAFE_REDIRECT_WEB_ONLY = "Redirect URIs must use https, or plain http to a loopback address only:"
+PRIVATE_USE_SHAPE = (
+    "A private-use redirect URI must be scheme://host/path or scheme:/path, with no empty host:"
+)
 REDIRECT_USERINFO = "A redirect URI may not carry a user name or password."
 REDIRECT_FRAGMENT = "A redirect URI may not have a fragment:"
-REDIRECT_WHITESPACE = "A redirect URI may not contain spaces or control characters."
+REDIRECT_WHITESPACE = "A redirect URI may not contain spaces, control characters or unpaired surrogates."
 GRANT_TYPE_REFUSED = "Only the authorization_code and refresh_token grant types are allowed, not {grant!r}."
 RESPONSE_TYPE_REFUSED = "Only the code response type is allowed, not {value!r}."
 NAME_TOO_LONG = "client_name may be at most {limit} characters long."
@@ -146,14 +160,16 @@ def _types_check(metadata: dict[str, Any]) -> None:
 
 def client_metadata_check(metadata: dict[str, Any]) -> None:
     """Apply the policy to parsed client metadata (a registration, an update or a document)."""
-    reason = text_unstorable_reason(metadata)
-    if reason is not None:
-        raise ClientMetadataRefused(UNSTORABLE.format(reason=reason))
+    # Types, then redirect URIs, before any message could echo an unstorable string: the type
+    # messages name fixed fields only, and a redirect URI holding NUL is refused without an echo.
     _types_check(metadata)
-    _strings_check(metadata)
     uris = metadata.get("redirect_uris")
     if isinstance(uris, list):
         _redirect_uris_check([uri for uri in uris if isinstance(uri, str)], count=len(uris))
+    reason = text_unstorable_reason(metadata)
+    if reason is not None:
+        raise ClientMetadataRefused(UNSTORABLE.format(reason=reason))
+    _strings_check(metadata)
     grant_types = metadata.get("grant_types")
     if isinstance(grant_types, list):
         for grant in grant_types:
@@ -203,13 +219,28 @@ def redirect_uri_refusal(uri: str, *, max_length: int) -> str | None:
     """Why ``uri`` may not be registered as a redirect URI, or None."""
     if len(uri) > max_length:
         return REDIRECT_URI_TOO_LONG.format(limit=max_length)
-    if _SPACE_OR_CONTROL.search(uri):
-        return REDIRECT_WHITESPACE
+    if _SPACE_OR_CONTROL.search(uri) or not text_is_storable(uri):
+        return REDIRECT_WHITESPACE  # not echoed: the error and its audit row would carry it
     if not redirect_transport_is_safe(uri):
-        return f"{UNSAFE_REDIRECT} {uri}"
+        allowed = gatehouse_settings.OAUTH_PRIVATE_USE_SCHEMES
+        return f"{UNSAFE_REDIRECT if allowed else UNSAFE_REDIRECT_WEB_ONLY} {uri}"
     parts = urlsplit(uri)  # parsed already by the transport check, which refuses what cannot be
     if "@" in parts.netloc:
         return REDIRECT_USERINFO  # not echoed: it may hold a password
     if "#" in uri:
         return f"{REDIRECT_FRAGMENT} {uri}"
+    if is_private_use_redirect(uri) and not _dot_accepts_private_use(uri, scheme=parts.scheme):
+        return f"{PRIVATE_USE_SHAPE} {uri}"
     return None
+
+
+def _dot_accepts_private_use(uri: str, *, scheme: str) -> bool:
+    # DOT's model validator (Application.clean) is the one that will judge the URI on save; asking
+    # it here turns its refusal (an opaque "cursor:cb", "cursor:///cb", "cursor://", a host DOT
+    # cannot parse) into this policy's invalid_redirect_uri rather than DOT's invalid_client_metadata.
+    validator = AllowedURIValidator({scheme}, name="redirect uri", allow_path=True, allow_query=True)
+    try:
+        validator(uri)
+    except ValidationError:
+        return False
+    return True

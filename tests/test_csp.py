@@ -68,6 +68,8 @@ def test_a_redirect_uri_the_client_did_not_register_is_not_allowed(client):
         ("https://Client.Example/cb", "https://client.example"),
         ("http://[::1]:8080/cb", "http://[::1]:8080"),
         ("cursor://anysphere.cursor-retrieval/oauth/callback", "cursor:"),
+        ("javascript://x/%0aalert(1)", None),
+        ("Data://x/y", None),
         ("http://a b;script-src *", None),
         ("http://127.0.0.1:99999/cb", None),
     ],
