@@ -16,9 +16,10 @@ from pathlib import Path
 
 
 def run_with_tty(
-    args: list[str], *, cwd: Path, env: dict[str, str], answers: list[str], prompt: str, timeout: float
+    args: list[str], *, cwd: Path, env: dict[str, str], dialogue: list[tuple[str, str]], timeout: float
 ) -> tuple[int, str]:
-    """Run ``args``; type the next answer each time ``prompt`` appears. Returns (exit code, transcript)."""
+    """Run ``args``; for each (prompt, answer) in turn, type the answer once the prompt has appeared
+    after the previous one. Returns (exit code, transcript)."""
     controller, terminal = os.openpty()
     try:
         process = subprocess.Popen(
@@ -34,6 +35,7 @@ def run_with_tty(
         os.close(terminal)
     transcript = b""
     typed = 0
+    seen = 0
     deadline = time.monotonic() + timeout
     try:
         while time.monotonic() < deadline:
@@ -48,9 +50,13 @@ def run_with_tty(
                 transcript += chunk
             elif process.poll() is not None:
                 break
-            if typed < len(answers) and transcript.count(prompt.encode()) > typed:
-                os.write(controller, answers[typed].encode() + b"\n")
-                typed += 1
+            if typed < len(dialogue):
+                prompt, answer = dialogue[typed]
+                found = transcript.find(prompt.encode(), seen)
+                if found >= 0:
+                    os.write(controller, answer.encode() + b"\n")
+                    seen = found + len(prompt.encode())
+                    typed += 1
         else:
             raise AssertionError(
                 f"{args} did not finish in {timeout:.0f} s:\n{transcript.decode(errors='replace')}"

@@ -12,16 +12,9 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import secrets
-import shutil
 import socket
 import sqlite3
-import subprocess
-import sys
-from collections.abc import Iterator
-from dataclasses import dataclass, field
-from pathlib import Path
 
 import httpx
 import httpx2
@@ -31,137 +24,19 @@ from mcp.client import Client
 from mcp.client.streamable_http import streamable_http_client
 
 from tests.e2e.harness import Person, parse_form, sdk_client
+from tests.fresh_clone.install import WARM_START_LIMIT_SECONDS, FreshInstall, report
 from tests.fresh_clone.make_run import (
     FileStamp,
     MakeRun,
     banner_password,
-    clone_head,
     free_port,
     listening,
-    newcomer_env,
     own_lines,
 )
-from tests.fresh_clone.terminal import run_with_tty
 
 # The clone's virtualenv is a full pip install (about 70 s with pip's cache, minutes on a busy
 # machine); the first test to need it waits for it.
 pytestmark = pytest.mark.timeout(1500)
-
-COLD_START_LIMIT_SECONDS = 1200
-WARM_START_LIMIT_SECONDS = 300
-COMMAND_TIMEOUT_SECONDS = 120
-ARTIFACTS_DIR = os.environ.get("GATEHOUSE_ARTIFACTS_DIR")
-
-
-@dataclass
-class FreshInstall:
-    """The clone, the `make run` serving now, and what its first run left behind."""
-
-    directory: Path
-    port: int
-    logs: Path
-    password: str = ""
-    venv_stamp: FileStamp | None = None
-    python_stamp: FileStamp | None = None
-    database_stamp: FileStamp | None = None
-    secret_key: str = ""
-    runs: list[MakeRun] = field(default_factory=list)
-
-    @property
-    def database(self) -> Path:
-        return self.directory / ".local" / "gatehouse.sqlite3"
-
-    @property
-    def current(self) -> MakeRun:
-        return self.runs[-1]
-
-    def make_run(self, label: str, *, port: int | None = None, **env: str) -> MakeRun:
-        run = MakeRun(
-            directory=self.directory,
-            port=port or self.port,
-            log_path=self.logs / f"{len(self.runs) + 1:02d}-{label}.log",
-            env=newcomer_env(**env),
-        )
-        self.runs.append(run)
-        run.start()
-        return run
-
-    def serving(self) -> MakeRun:
-        """The server `make run` started; started again if a test left it stopped."""
-        for run in reversed(self.runs):
-            if run.port == self.port and run.running():
-                return run
-        run = self.make_run("restarted")
-        run.wait_healthy(timeout=WARM_START_LIMIT_SECONDS)
-        return run
-
-    def manage(self, *args: str, **env: str) -> tuple[int, str, str]:
-        """`.venv/bin/python manage.py ...` in the clone, as the README writes it."""
-        done = subprocess.run(
-            [".venv/bin/python", "manage.py", *args],
-            cwd=self.directory,
-            env=newcomer_env(**env),
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            text=True,
-            timeout=COMMAND_TIMEOUT_SECONDS,
-            check=False,
-        )
-        return done.returncode, done.stdout, done.stderr
-
-
-def report(request: pytest.FixtureRequest, line: str) -> None:
-    """A figure for the person reading the run, whether the test passes or not."""
-    line = f"[make run, fresh clone] {line}"
-    reporter = request.config.pluginmanager.get_plugin("terminalreporter")
-    capture = request.config.pluginmanager.get_plugin("capturemanager")
-    if reporter is None or capture is None:
-        print(line, file=sys.stderr)
-        return
-    with capture.global_and_fixture_disabled():
-        reporter.write_line("")
-        reporter.write_line(line)
-
-
-@pytest.fixture(scope="module")
-def fresh(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[FreshInstall]:
-    """A clone of HEAD, and its first `make run` serving: virtualenv, migrations, demo, Daphne."""
-    root = tmp_path_factory.mktemp("fresh-clone")
-    logs = root / "logs"
-    logs.mkdir()
-    install = FreshInstall(directory=root / "gatehouse", port=free_port(), logs=logs)
-    failures_before = request.session.testsfailed
-    try:
-        head = clone_head(into=install.directory)
-        assert not (install.directory / ".venv").exists()
-        first = install.make_run("cold")
-        cold = first.wait_healthy(
-            timeout=COLD_START_LIMIT_SECONDS, watch=install.directory / ".venv" / ".installed"
-        )
-        output = first.output()
-        password = banner_password(output)
-        assert password, f"the banner printed no password:\n{output[-4000:]}"
-        install.password = password
-        install.venv_stamp = FileStamp.of(install.directory / ".venv" / ".installed")
-        install.python_stamp = FileStamp.of(install.directory / ".venv" / "bin" / "python")
-        install.database_stamp = FileStamp.of(install.database)
-        install.secret_key = (install.directory / ".local" / "secret_key").read_text()
-        report(
-            request,
-            f"clone of {head[:10]}: virtualenv made in {first.figures.get('watched_seconds', 0):.1f} s, "
-            f"cold start to /health {cold:.1f} s",
-        )
-        yield install
-    finally:
-        for run in install.runs:
-            run.stop()
-        if ARTIFACTS_DIR and request.session.testsfailed > failures_before:
-            kept = Path(ARTIFACTS_DIR) / "fresh-clone"
-            kept.mkdir(parents=True, exist_ok=True)
-            for log in logs.iterdir():
-                shutil.copy(log, kept / log.name)
-        # The clone with its virtualenv is most of a gigabyte; its logs went to the artifacts.
-        shutil.rmtree(install.directory, ignore_errors=True)
 
 
 def _postgres_url(name: str) -> str:
@@ -346,32 +221,49 @@ async def _admin_sign_in(server: MakeRun, username: str, password: str) -> bool:
 async def test_createsuperuser_and_changepassword_work_as_documented(fresh):
     server = fresh.serving()
     first, second = "Op-first-" + secrets.token_hex(6), "Op-second-" + secrets.token_hex(6)
+    # As the README and the banner write it: interactive, so it gets a terminal.
+    code, transcript = await asyncio.to_thread(
+        fresh.manage_at_a_terminal,
+        ["createsuperuser"],
+        [
+            ("Username", "operator"),
+            ("Email address:", "operator@example.com"),
+            ("Password:", first),
+            ("Password (again):", first),
+        ],
+    )
+    assert code == 0, transcript
+    assert "Superuser created successfully." in transcript
+    assert first not in transcript  # not echoed
+    assert await _admin_sign_in(server, "operator", first)
+
+    code, transcript = await asyncio.to_thread(
+        fresh.manage_at_a_terminal,
+        ["changepassword", "operator"],
+        [("Password:", second), ("Password (again):", second)],
+    )
+    assert code == 0, transcript
+    assert "Password changed successfully for user 'operator'" in transcript
+    assert second not in transcript
+    assert await _admin_sign_in(server, "operator", second)
+    assert not await _admin_sign_in(server, "operator", first)
+
+
+async def test_createsuperuser_noinput_takes_the_account_from_the_environment(fresh):
+    # The scripted form (Django's DJANGO_SUPERUSER_* variables), for provisioning.
+    server = fresh.serving()
+    password = "Op-scripted-" + secrets.token_hex(6)
     code, out, err = await asyncio.to_thread(
         fresh.manage,
         "createsuperuser",
         "--noinput",
-        DJANGO_SUPERUSER_USERNAME="operator",
-        DJANGO_SUPERUSER_EMAIL="operator@example.com",
-        DJANGO_SUPERUSER_PASSWORD=first,
+        DJANGO_SUPERUSER_USERNAME="scripted",
+        DJANGO_SUPERUSER_EMAIL="scripted@example.com",
+        DJANGO_SUPERUSER_PASSWORD=password,
     )
     assert code == 0, err
     assert "Superuser created successfully." in out
-    assert await _admin_sign_in(server, "operator", first)
-    # changepassword asks twice with getpass, which reads a terminal: it gets one.
-    code, transcript = await asyncio.to_thread(
-        run_with_tty,
-        [".venv/bin/python", "manage.py", "changepassword", "operator"],
-        cwd=fresh.directory,
-        env=newcomer_env(),
-        answers=[second, second],
-        prompt="Password",
-        timeout=COMMAND_TIMEOUT_SECONDS,
-    )
-    assert code == 0, transcript
-    assert "Password changed successfully for user 'operator'" in transcript
-    assert second not in transcript  # not echoed
-    assert await _admin_sign_in(server, "operator", second)
-    assert not await _admin_sign_in(server, "operator", first)
+    assert await _admin_sign_in(server, "scripted", password)
 
 
 def _mcp_token(fresh: FreshInstall, *args: str) -> tuple[str, str]:
@@ -435,7 +327,9 @@ def test_the_operator_commands_work_as_documented(fresh):
         (("purge", "--dry-run"), "would delete"),
         (("purge",), "Sessions: ended"),
         (("purge_unused_clients", "--dry-run"), "Would delete"),
+        (("purge_unused_clients", "--days", "1"), "Deleted 0 unused client(s)"),
         (("audit_spool_replay",), "replayed"),
+        (("audit_spool_replay", "--dir", ".local/audit-spool"), "replayed"),
         (("check",), "no issues"),
     ]
     for args, expected in steps:
