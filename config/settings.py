@@ -175,7 +175,9 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # Daphne runs each request's view in a thread of its own, on a connection of its own. In SQLite's
     # default (DEFERRED) mode a transaction that reads and then writes (a token refresh, a consent)
     # fails at once with "database is locked" while another holds the write lock, without waiting:
-    # IMMEDIATE takes the lock at BEGIN, where the busy timeout applies. WAL: readers never wait.
+    # IMMEDIATE takes the lock at BEGIN, where the busy timeout applies; a burst of writers queues
+    # (a client registration holds it about a second, hashing the client secret), hence 60 s. WAL:
+    # readers never wait for a writer.
     for _option, _value in {
         "transaction_mode": "IMMEDIATE",
         "timeout": 60,
