@@ -154,9 +154,6 @@ _database_url = env_optional("DATABASE_URL")
 if _database_url is None:
     LOCAL_DIR.mkdir(exist_ok=True)
     DATABASES = {"default": dj_database_url.parse(f"sqlite:///{LOCAL_DIR / 'gatehouse.sqlite3'}")}
-    # SQLite cannot enforce RateLimitRule's one-rule-per-(scope, target, tenant) constraint when the
-    # tenant is blank; the admin form still checks it, and PostgreSQL enforces it.
-    SILENCED_SYSTEM_CHECKS.append("models.W047")
 else:
     # Persistent connections, health-checked before reuse, for Django's own queries (pages, admin,
     # and the MCP endpoint's db_call): reconnecting per query would dominate their latency. The
@@ -177,6 +174,22 @@ else:
     # Another backend would fail later, with a traceback about its missing driver.
     if DATABASES["default"]["ENGINE"] not in {"django.db.backends.postgresql", "django.db.backends.sqlite3"}:
         raise ImproperlyConfigured("DATABASE_URL must name a PostgreSQL database (postgres://...) or SQLite.")
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    # Daphne runs each request's view in a thread of its own, on a connection of its own. In SQLite's
+    # default (DEFERRED) mode a transaction that reads and then writes (a token refresh, a consent)
+    # fails at once with "database is locked" while another holds the write lock, without waiting:
+    # IMMEDIATE takes the lock at BEGIN, where the busy timeout applies; a burst of writers queues
+    # (a client registration holds it about a second, hashing the client secret), hence 60 s. WAL:
+    # readers never wait for a writer.
+    for _option, _value in {
+        "transaction_mode": "IMMEDIATE",
+        "timeout": 60,
+        "init_command": "PRAGMA journal_mode=WAL",
+    }.items():
+        DATABASES["default"].setdefault("OPTIONS", {}).setdefault(_option, _value)
+    # SQLite cannot enforce RateLimitRule's one-rule-per-(scope, target, tenant) constraint when the
+    # tenant is blank; the admin form still checks it, and PostgreSQL enforces it.
+    SILENCED_SYSTEM_CHECKS.append("models.W047")
 
 _redis_url = env_optional("REDIS_URL")
 

@@ -13,7 +13,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import parse_qs, urljoin, urlsplit
 
 import httpx
@@ -305,9 +305,19 @@ class RoundRobin(httpx2.AsyncHTTPTransport):
         return await super().handle_async_request(request)
 
 
+class ServerAddress(Protocol):
+    """Where a server answers: a DaphneServer here, or one `make run` started."""
+
+    @property
+    def base_url(self) -> str: ...
+
+    @property
+    def mcp_url(self) -> str: ...
+
+
 @asynccontextmanager
 async def sdk_client(
-    server: DaphneServer,
+    server: ServerAddress,
     person: Person,
     *,
     mode: str = "legacy",
