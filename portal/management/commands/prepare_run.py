@@ -1,10 +1,11 @@
 """``make run``: checks, then only what is not done yet, the banner, and (``--serve``) the server.
 
 All in one process (portal.run_prepare says why): a DEMO_PASSWORD the password validators refuse, a
-DEMO_LLM_MODEL litellm cannot route, a busy port and a database that does not answer (checked as ``preflight`` checks them) each stop it
-with one line and exit 1, before anything changes. Then migrate, collectstatic and the demo, each
-skipped when already done, how to sign in, and Daphne serving config.asgi as it would in a process
-of its own: Django's start (imports, app loading) is paid once instead of twice.
+DEMO_LLM_MODEL litellm cannot route, a busy port and a database that does not answer (checked as
+``preflight`` checks them) each stop it with one line and exit 1, before anything changes. Then
+migrate, collectstatic and the demo, each skipped when already done, how to sign in, and Daphne
+serving config.asgi as it would in a process of its own: Django's start (imports, app loading) is
+paid once instead of twice.
 """
 
 from __future__ import annotations
