@@ -47,6 +47,8 @@ class McpSession(models.Model):
     termination_reason = models.CharField(max_length=20, choices=TerminationReason.choices, blank=True)
 
     class Meta:
+        # Django's default would read "Mcp session" in the admin.
+        verbose_name = "MCP session"
         ordering = ["-last_seen"]
         indexes = [models.Index(fields=["terminated_at", "last_seen"], name="mcp_session_liveness")]
 
