@@ -7,14 +7,13 @@ import io
 import pytest
 from django.core.management import CommandError, call_command
 
-from tests.factories import OntologyFactory
-from tests.test_workflow_import import DEMO, GOOD
+from tests.test_workflow_import import DEMO, GOOD, sample_ontology
 from workflows.models import Workflow
 
 
 @pytest.fixture(autouse=True)
 def _ontology(tenant):
-    OntologyFactory.create(data_source__tenant=tenant, name="Acme sales")
+    sample_ontology(tenant)
 
 
 def run(*args: str) -> tuple[str, str]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.test_workflow_import import GOOD, problems_of
+from tests.test_workflow_import import GOOD, problems_of, sample_ontology
 from workflows.importing import DEPTH_MAX, SOURCE_MAX_CHARS
 from workflows.models import Workflow
 from workflows.rules import TEXT_MAX_CHARS
@@ -12,9 +12,7 @@ from workflows.rules import TEXT_MAX_CHARS
 
 @pytest.fixture(autouse=True)
 def _ontology(tenant):
-    from tests.factories import OntologyFactory
-
-    OntologyFactory.create(data_source__tenant=tenant, name="Acme sales")
+    sample_ontology(tenant)
 
 
 def test_a_nul_character_is_refused_on_its_line(tenant):

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.factories import OntologyFactory, TenantFactory
+from data_agent.sample import INSERTS
+from tests.factories import DatasetFactory, OntologyFactory, TenantFactory
 from workflows.models import Workflow, WorkflowCommand, WorkflowContext
 from workflows.services import WorkflowImportFailed, workflow_export, workflow_import
 
@@ -44,9 +45,17 @@ GOOD = textwrap.dedent(
 )
 
 
+def sample_ontology(tenant):
+    """An ontology named like acme's sample one, with its tables as datasets (the SQL gate's list)."""
+    ontology = OntologyFactory.create(data_source__tenant=tenant, name="Acme sales")
+    for table in INSERTS:
+        DatasetFactory.create(ontology=ontology, name=table)
+    return ontology
+
+
 @pytest.fixture
 def ontology(tenant):
-    return OntologyFactory.create(data_source__tenant=tenant, name="Acme sales")
+    return sample_ontology(tenant)
 
 
 def problems_of(tenant, source: str) -> list[tuple[int, str]]:
@@ -112,6 +121,8 @@ def test_models_clean_accepts_what_the_import_wrote(tenant, ontology):
         ),
         ("          name: whoami", "          name: no_such_tool", 22, "no tool named 'no_such_tool'"),
         ("category = :category", "category = :region", 19, "binds :region"),
+        ("SELECT name FROM products", "SELECT name FROM secrets", 19, "not in this ontology"),
+        ("SELECT name FROM products", "DELETE FROM products", 19, "only SELECT"),
         ("builtin: list_commands", "builtin: reboot", 25, "builtin must be one of"),
         ("purpose: Tests.", "purpose: [1, 2]", 3, "must be a string"),
         ("contexts:", "contexts: [unclosed", 5, "YAML syntax error"),
@@ -173,7 +184,7 @@ def test_a_broken_file_after_a_good_import_changes_nothing(tenant, ontology):
 
 def test_an_import_replaces_only_this_tenants_workflow(tenant, ontology):
     other = TenantFactory.create(slug="other-wf")
-    OntologyFactory.create(data_source__tenant=other, name="Acme sales")
+    sample_ontology(other)
     workflow_import(tenant=other, source=GOOD)
 
     workflow_import(tenant=tenant, source=GOOD.replace("name: Tiny", "name: Mine"))

@@ -42,6 +42,7 @@ class CommandSpec:
     sql: str = ""
     builtin: str = ""
     line: int = 0
+    sql_line: int = 0
 
 
 @dataclass
@@ -253,6 +254,7 @@ class _Reader:
                 self.fail(query.get("ontology", action_node), f"{qualified}: the query names its ontology.")
                 command.ontology = ""
             command.sql = self.data(query.get("sql"), "")
+            command.sql_line = _line(query.get("sql", action_node))
             for message in rules.sql_errors(command.sql, parameters=parameters):
                 self.fail(query.get("sql", action_node), f"{qualified}: {message}.")
         else:

@@ -15,6 +15,7 @@ from django.db import transaction
 from accounts.models import Tenant
 from core.errors import InvalidInput, NotFound
 from data_agent.models import Ontology
+from data_agent.sql_gate import sql_gate_check
 from workflows.importing import ImportProblem, WorkflowSpec, workflow_parse
 from workflows.models import ActionKind, Workflow, WorkflowCommand, WorkflowContext
 from workflows.rules import ONTOLOGY_UNKNOWN
@@ -33,7 +34,7 @@ class WorkflowImportFailed(InvalidInput):
 
 def _ontology_for_tenant(*, tenant: Tenant, reference: str) -> Ontology | None:
     """The tenant's ontology by name or id; another tenant's id is as unknown as a made-up one."""
-    ontologies = Ontology.objects.filter(tenant=tenant)
+    ontologies = Ontology.objects.filter(tenant=tenant).select_related("data_source")
     try:
         by_id = ontologies.filter(pk=uuid.UUID(reference)).first()
     except ValueError:
@@ -57,6 +58,20 @@ def _resolve_ontologies(
                 )
             else:
                 found[command.ontology] = ontology
+    for context in spec.contexts:
+        for command in context.commands:
+            ontology = found.get(command.ontology) if command.action == ActionKind.QUERY else None
+            if ontology is None:
+                continue
+            # The gate that will run the query checks it now, so a file cannot hold a query that
+            # could never run (a write, a table outside the ontology, a function not allowed).
+            tables = frozenset(ontology.datasets.values_list("source_table", flat=True))
+            try:
+                sql_gate_check(sql=command.sql, dialect=ontology.data_source.kind, allowed_tables=tables)
+            except InvalidInput as exc:
+                problems.append(
+                    ImportProblem(command.sql_line, f"{context.name}/{command.name}: {exc.message}")
+                )
     return found, problems
 
 
