@@ -7,6 +7,7 @@ from django.core.exceptions import ValidationError
 from django.urls import reverse
 
 from tests.factories import OntologyFactory, TenantFactory
+from tests.test_workflow_import import sample_ontology
 from workflows.models import ActionKind, Workflow, WorkflowCommand, WorkflowContext
 
 
@@ -23,7 +24,7 @@ def query_command(context, **overrides) -> WorkflowCommand:
         "action": ActionKind.QUERY,
         "parameters": [{"name": "status", "type": "string", "required": True}],
         "examples": ["orders/ByStatus <status>shipped</status>"],
-        "ontology": OntologyFactory.create(data_source__tenant=context.workflow.tenant),
+        "ontology": sample_ontology(context.workflow.tenant),
         "sql": "SELECT id FROM orders WHERE status = :status",
     }
     return WorkflowCommand(**{**fields, **overrides})
@@ -43,6 +44,8 @@ def test_a_valid_command_passes_clean(context):
         ({"examples": ["orders/ByStatus <colour>red</colour>"]}, "examples"),
         ({"sql": "SELECT id FROM orders WHERE status = :other"}, "sql"),
         ({"ontology": None}, "ontology"),
+        ({"sql": "DELETE FROM orders WHERE status = :status"}, "sql"),
+        ({"sql": "SELECT * FROM secrets WHERE status = :status"}, "sql"),
     ],
 )
 def test_clean_refuses_what_the_import_refuses(context, overrides, field):

@@ -125,6 +125,8 @@ class WorkflowCommand(models.Model):
                 self.context_id and self.ontology.tenant_id != self.context.workflow.tenant_id
             ):
                 errors["ontology"] = [rules.ONTOLOGY_UNKNOWN]
+            elif not errors["sql"]:
+                errors["sql"] = rules.sql_gate_errors(self.sql, ontology=self.ontology)
         elif self.action == ActionKind.BUILTIN and not self.builtin:
             errors["builtin"] = ["Choose the built-in this command runs."]
         rules.raise_if_any(errors)

@@ -11,7 +11,10 @@ from typing import Any
 
 from django.core.exceptions import ValidationError
 
+from core.errors import InvalidInput
 from core.text_safety import text_unstorable_reason
+from data_agent.models import Ontology
+from data_agent.sql_gate import sql_gate_check
 from mcp_gateway.registry import default_registry
 from workflows import syntax
 
@@ -183,3 +186,14 @@ def sql_errors(value: Any, *, parameters: list[dict[str, Any]]) -> list[str]:
     declared = {p["name"] for p in parameters}
     unknown = sorted({name for name in SQL_PARAMETER.findall(value) if name not in declared})
     return [f"the SQL binds :{name}, which is not a parameter" for name in unknown]
+
+
+def sql_gate_errors(sql: str, *, ontology: Ontology) -> list[str]:
+    """What the SQL gate that will run the query says about it now: one read-only SELECT over the
+    ontology's own tables, with allowed functions only."""
+    tables = frozenset(ontology.datasets.values_list("source_table", flat=True))
+    try:
+        sql_gate_check(sql=sql, dialect=ontology.data_source.kind, allowed_tables=tables)
+    except InvalidInput as exc:
+        return [exc.message]
+    return []

@@ -15,10 +15,9 @@ from django.db import transaction
 from accounts.models import Tenant
 from core.errors import InvalidInput, NotFound
 from data_agent.models import Ontology
-from data_agent.sql_gate import sql_gate_check
 from workflows.importing import ImportProblem, WorkflowSpec, workflow_parse
 from workflows.models import ActionKind, Workflow, WorkflowCommand, WorkflowContext
-from workflows.rules import ONTOLOGY_UNKNOWN
+from workflows.rules import ONTOLOGY_UNKNOWN, sql_gate_errors
 
 
 class WorkflowImportFailed(InvalidInput):
@@ -65,13 +64,8 @@ def _resolve_ontologies(
                 continue
             # The gate that will run the query checks it now, so a file cannot hold a query that
             # could never run (a write, a table outside the ontology, a function not allowed).
-            tables = frozenset(ontology.datasets.values_list("source_table", flat=True))
-            try:
-                sql_gate_check(sql=command.sql, dialect=ontology.data_source.kind, allowed_tables=tables)
-            except InvalidInput as exc:
-                problems.append(
-                    ImportProblem(command.sql_line, f"{context.name}/{command.name}: {exc.message}")
-                )
+            for message in sql_gate_errors(command.sql, ontology=ontology):
+                problems.append(ImportProblem(command.sql_line, f"{context.name}/{command.name}: {message}"))
     return found, problems
 
 
