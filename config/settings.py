@@ -88,6 +88,8 @@ INSTALLED_APPS = [
     "conversations",
     "data_agent",
     "language_models",
+    # A tenant's workflow of commands (contexts, commands, YAML import/export).
+    "workflows",
     "portal",
 ]
 

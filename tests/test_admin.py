@@ -43,6 +43,7 @@ from tests.factories import (
     TenantFactory,
     UserFactory,
 )
+from workflows.models import Workflow, WorkflowContext
 
 pytestmark = pytest.mark.django_db
 
@@ -55,6 +56,10 @@ def _id_token() -> Model:
         expires=timezone.now() + timedelta(minutes=5),
         scope="openid",
     )
+
+
+def _workflow() -> Workflow:
+    return Workflow.objects.create(tenant=TenantFactory.create(), name="Sales analyst")
 
 
 # One object per admin page. A model registered without an entry here fails the suite.
@@ -78,6 +83,8 @@ MAKERS: dict[type[Model], Callable[[], Model]] = {
     Dataset: lambda: DatasetFactory.create(),
     LanguageModel: lambda: LanguageModelFactory.create(),
     AgentPreference: lambda: AgentPreferenceFactory.create(),
+    Workflow: lambda: _workflow(),
+    WorkflowContext: lambda: WorkflowContext.objects.create(workflow=_workflow(), name="orders"),
 }
 REGISTERED = sorted(admin.site._registry, key=lambda model: model._meta.label)
 
