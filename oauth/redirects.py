@@ -47,12 +47,19 @@ def _loopback_any_port(host: str | None) -> bool:
     return is_loopback_host(host, allow_localhost_name=oauth2_settings.ALLOW_LOCALHOST_LOOPBACK)
 
 
+def _private_use_scheme(uri: str) -> str | None:
+    """The scheme of ``uri`` when it is a private-use scheme (RFC 8252 §7.1) the operator allows."""
+    scheme = uri_scheme(uri)
+    if scheme is not None and private_use_scheme_permitted(
+        scheme, allowed=gatehouse_settings.OAUTH_PRIVATE_USE_SCHEMES
+    ):
+        return scheme
+    return None
+
+
 def is_private_use_redirect(uri: str) -> bool:
     """Is ``uri`` in a private-use scheme (RFC 8252 §7.1) that the operator allows?"""
-    scheme = uri_scheme(uri)
-    return scheme is not None and private_use_scheme_permitted(
-        scheme, allowed=gatehouse_settings.OAUTH_PRIVATE_USE_SCHEMES
-    )
+    return _private_use_scheme(uri) is not None
 
 
 def redirect_transport_is_safe(uri: str) -> bool:
@@ -74,9 +81,9 @@ def redirect_schemes_allowed(*, application: Application) -> list[str]:
     own registered URIs that the operator allows."""
     schemes = [scheme.lower() for scheme in oauth2_settings.ALLOWED_REDIRECT_URI_SCHEMES]
     for uri in application.redirect_uris.split():
-        scheme = uri_scheme(uri)
+        scheme = _private_use_scheme(uri)
         # Lower case: DOT compares with urlparse's scheme, which is lower-cased.
-        if scheme is not None and is_private_use_redirect(uri) and scheme.lower() not in schemes:
+        if scheme is not None and scheme.lower() not in schemes:
             schemes.append(scheme.lower())
     return schemes
 

@@ -116,3 +116,13 @@ def _email(username: str) -> str:
 def names_joined(names: tuple[str, ...] | list[str]) -> str:
     """``alice``, ``alice and bob``, ``alice, bob and carol``."""
     return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
+
+
+def demo_password_changed_line(*, changed: tuple[str, ...]) -> str:
+    """What ``DEMO_PASSWORD`` did to existing people, as bootstrap_demo and make run say it."""
+    return f"DEMO_PASSWORD: changed the password of {names_joined(changed)}."
+
+
+def demo_model_line(*, model: str) -> str:
+    """The language model the demo gave acme, as bootstrap_demo and make run say it."""
+    return f"Language model for acme: {model} ({DEMO_MODEL_NAME!r}, the default)."

@@ -29,7 +29,15 @@ from django.db.migrations.executor import MigrationExecutor
 
 from core.errors import InvalidInput
 from data_agent.models import OntologyStatus
-from portal.demo import DEMO_MODEL_NAME, DEMO_PEOPLE, DEMO_USERNAMES, Demo, demo_ensure, names_joined
+from portal.demo import (
+    DEMO_PEOPLE,
+    DEMO_USERNAMES,
+    Demo,
+    demo_ensure,
+    demo_model_line,
+    demo_password_changed_line,
+    names_joined,
+)
 
 PASSWORD_FILE_MODE = 0o600
 
@@ -173,9 +181,9 @@ def run_summary(
     ]
     lines = [f"Prepared: {', '.join(done)}."]
     if people.changed:
-        lines.append(f"DEMO_PASSWORD: changed the password of {names_joined(people.changed)}.")
+        lines.append(demo_password_changed_line(changed=people.changed))
     if language_model:
-        lines.append(f"Language model for acme: {language_model} ({DEMO_MODEL_NAME!r}, the default).")
+        lines.append(demo_model_line(model=language_model))
     if sign_in.origin == "unknown" and people.created:
         lines.append(f"Created {names_joined(people.created)} with the password {people.password}")
     ontology = sign_in.demo.ontology

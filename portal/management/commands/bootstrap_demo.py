@@ -15,12 +15,12 @@ from django.core.management.base import BaseCommand
 from core.env import env_optional
 from data_agent.models import OntologyStatus
 from portal.demo import (
-    DEMO_MODEL_NAME,
     DemoPeople,
     demo_ensure,
+    demo_model_line,
+    demo_password_changed_line,
     demo_password_problems,
     demo_password_refusal,
-    names_joined,
 )
 
 
@@ -48,14 +48,14 @@ class Command(BaseCommand):
             "Demo tenants: acme, globex. Users: alice (acme admin), bob (acme viewer), carol (globex admin)."
         )
         if demo_model:
-            self.stdout.write(f"Language model for acme: {demo_model} ({DEMO_MODEL_NAME!r}, the default).")
+            self.stdout.write(demo_model_line(model=demo_model))
         self.stdout.write(people_line(people=demo.people))
 
 
 def people_line(*, people: DemoPeople) -> str:
     """What happened to the people's passwords, in one line."""
     if people.changed:
-        return f"DEMO_PASSWORD: changed the password of {names_joined(people.changed)}."
+        return demo_password_changed_line(changed=people.changed)
     if people.generated and people.created:
         return f"Generated password for {', '.join(people.created)}: {people.password}"
     if people.generated:
