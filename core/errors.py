@@ -95,3 +95,16 @@ class RateLimited(GatehouseError):
             f"{RATE_LIMITED} Limit: {limit}. Retry in {retry_after_seconds} s.",
             data={"limit": limit, "retryAfterSeconds": retry_after_seconds},
         )
+
+
+class Conflict(GatehouseError):
+    """Something else holds what this request needs (a turn already running in the same MCP
+    session, on any worker). The data says when to retry (``retryAfterSeconds``)."""
+
+    jsonrpc_code = -32009
+    http_status = 409
+    default_message = "Another request is in progress; try again shortly."
+
+    def __init__(self, message: str | None = None, *, retry_after_seconds: int, **data: object) -> None:
+        self.retry_after_seconds = retry_after_seconds
+        super().__init__(message, data={**data, "retryAfterSeconds": retry_after_seconds})

@@ -11,7 +11,7 @@ from django.db import models
 
 from accounts.models import Tenant
 from data_agent.models import Ontology
-from workflows import rules
+from workflows import rules, scopes  # noqa: F401  (registers the scopes)
 
 
 class Workflow(models.Model):
