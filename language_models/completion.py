@@ -1,4 +1,5 @@
-"""Every LLM call in the product: ``llm_complete``, with litellm underneath and its errors translated.
+"""Every LLM call in the product: ``llm_complete`` and ``llm_complete_tools``, with litellm
+underneath and its errors translated.
 
 litellm takes about three seconds to import, so it is imported on the first call, once, in a worker
 thread: the event loop never waits on it.
@@ -14,6 +15,10 @@ as is having no model at all; what may pass (rate limit, outage, unreachable) is
 running out of time is ``Timeout``. No message repeats the provider's answer, which can echo the
 request or part of the key: that goes to the log, bounded and with the key removed.
 
+Both functions share one path (checks, bounds, translation, log, metrics); they differ only in what
+they ask for and read back. A tool call whose arguments are not a JSON object is returned with an
+``error``, not raised: the model made the mistake, and the agent tells it so it can try again.
+
 Test hook: with ``GATEHOUSE["LLM_MOCK_RESPONSES_FILE"]`` set, each call answers from that script
 through litellm's own ``mock_response`` (``language_models.scripted``, imported only then). A
 scripted call reaches no provider, so it needs no key.
@@ -22,6 +27,7 @@ scripted call reaches no provider, so it needs no key.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import time
 from dataclasses import dataclass
@@ -78,6 +84,8 @@ LLM_REQUEST_REJECTED = (
 LLM_UNREACHABLE = "The language model provider for {model} could not be reached; try again shortly."
 LLM_PROVIDER_FAILED = "The language model provider failed to answer for {model}; try again shortly."
 LLM_EMPTY_ANSWER = "The language model {model} returned no text."
+TOOL_ARGUMENTS_NOT_JSON = "The arguments of this tool call are not valid JSON; send a JSON object."
+TOOL_ARGUMENTS_NOT_OBJECT = "The arguments of this tool call are not a JSON object; send an object."
 
 
 @dataclass(frozen=True)
@@ -85,6 +93,28 @@ class Completion:
     """The model's text, the configured model string that produced it, and the tokens it cost."""
 
     text: str
+    model: str
+    prompt_tokens: int
+    completion_tokens: int
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """One tool the model asked to call. ``error`` says why its arguments were unusable (they are
+    then ``{}``): the model's mistake, to be told to it, not raised."""
+
+    id: str
+    name: str
+    arguments: dict[str, Any]
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class ToolCompletion:
+    """The model's text (may be empty when it calls tools), its tool calls, and what it cost."""
+
+    text: str
+    tool_calls: tuple[ToolCall, ...]
     model: str
     prompt_tokens: int
     completion_tokens: int
@@ -103,15 +133,88 @@ async def _litellm_module() -> ModuleType:
     return _litellm
 
 
-async def llm_complete(*, config: ModelConfig, messages: list[dict[str, str]], purpose: str) -> Completion:
+async def llm_complete(
+    *,
+    config: ModelConfig,
+    messages: list[dict[str, str]],
+    purpose: str,
+    response_format: dict[str, Any] | None = None,
+) -> Completion:
     """One chat completion from the tenant's model.
 
     ``purpose`` names the call site (``"sql"``, ``"answer"``...) for the log and the test hook.
+    ``response_format`` asks for structured output (``{"type": "json_object"}`` or a JSON schema);
+    models that do not take it answer in text, so the caller still parses and checks what comes back.
     ``config.timeout_seconds`` bounds the whole call, retries included. A model or key that cannot
     work raises ``NotReady`` before any network; provider failures raise ``NotReady`` or
     ``Unavailable`` (see the module docstring), running out of time ``Timeout``. No message or log
     line carries the API key.
     """
+    extra: dict[str, Any] = {} if response_format is None else {"response_format": response_format}
+    response, started = await _completion_response(
+        config=config, messages=messages, purpose=purpose, extra=extra
+    )
+    text = response.choices[0].message.content if response.choices else None
+    prompt_tokens, completion_tokens = _completion_record(
+        response, config=config, purpose=purpose, started=started, answered=bool(text)
+    )
+    if not text:
+        raise Unavailable(LLM_EMPTY_ANSWER.format(model=config.model), data={"reason": "llm_empty_answer"})
+    return Completion(
+        text=text, model=config.model, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens
+    )
+
+
+async def llm_complete_tools(
+    *, config: ModelConfig, messages: list[dict[str, Any]], tools: list[dict[str, Any]], purpose: str
+) -> ToolCompletion:
+    """One chat completion that may call ``tools`` (OpenAI function-tool definitions).
+
+    Same checks, bounds, errors, log and metrics as ``llm_complete``. A tool call whose arguments are
+    not a JSON object is the model's mistake, not ours: it comes back with ``arguments={}`` and
+    ``error`` saying so, for the caller to tell the model. An answer with neither text nor tool calls
+    is ``Unavailable``, as in ``llm_complete``.
+    """
+    response, started = await _completion_response(
+        config=config, messages=messages, purpose=purpose, extra={"tools": tools}
+    )
+    message = response.choices[0].message if response.choices else None
+    text = (getattr(message, "content", None) or "") if message is not None else ""
+    calls = tuple(_tool_call(raw) for raw in (getattr(message, "tool_calls", None) or []))
+    prompt_tokens, completion_tokens = _completion_record(
+        response, config=config, purpose=purpose, started=started, answered=bool(text or calls)
+    )
+    if not text and not calls:
+        raise Unavailable(LLM_EMPTY_ANSWER.format(model=config.model), data={"reason": "llm_empty_answer"})
+    return ToolCompletion(
+        text=text,
+        tool_calls=calls,
+        model=config.model,
+        prompt_tokens=prompt_tokens,
+        completion_tokens=completion_tokens,
+    )
+
+
+def _tool_call(raw: Any) -> ToolCall:
+    function = getattr(raw, "function", None)
+    name = str(getattr(function, "name", None) or "")
+    call_id = str(getattr(raw, "id", None) or "")
+    arguments_text = getattr(function, "arguments", None)
+    if arguments_text is None or arguments_text == "":
+        return ToolCall(id=call_id, name=name, arguments={})
+    try:
+        arguments = json.loads(arguments_text) if isinstance(arguments_text, str) else arguments_text
+    except (ValueError, RecursionError):
+        return ToolCall(id=call_id, name=name, arguments={}, error=TOOL_ARGUMENTS_NOT_JSON)
+    if not isinstance(arguments, dict):
+        return ToolCall(id=call_id, name=name, arguments={}, error=TOOL_ARGUMENTS_NOT_OBJECT)
+    return ToolCall(id=call_id, name=name, arguments=arguments)
+
+
+async def _completion_response(
+    *, config: ModelConfig, messages: list[dict[str, Any]], purpose: str, extra: dict[str, Any]
+) -> tuple[Any, float]:
+    """litellm's response to one call and when it started; failures translated, logged and counted."""
     litellm = await _litellm_module()
     script = gatehouse_settings.LLM_MOCK_RESPONSES_FILE
     _check_before_sending(config=config, scripted=bool(script), purpose=purpose)
@@ -136,9 +239,10 @@ async def llm_complete(*, config: ModelConfig, messages: list[dict[str, str]], p
                 # num_retries: its wrapper retries every error, a refused key too, and clears the
                 # module-wide litellm.num_retries as it goes.
                 max_retries=gatehouse_settings.LLM_MAX_RETRIES,
-                # Some models accept no temperature (OpenAI's reasoning models): leave it out for
-                # them rather than refuse every call.
+                # Some models accept no temperature (OpenAI's reasoning models), or no
+                # response_format: leave it out for them rather than refuse every call.
                 drop_params=True,
+                **extra,
                 **mock,
             )
     except Exception as error:
@@ -156,8 +260,14 @@ async def llm_complete(*, config: ModelConfig, messages: list[dict[str, str]], p
         )
         metrics_llm_call(model=config.model, purpose=purpose, outcome="error")
         raise translated from None
+    return response, started
+
+
+def _completion_record(
+    response: Any, *, config: ModelConfig, purpose: str, started: float, answered: bool
+) -> tuple[int, int]:
+    """Log and count a call that came back; its prompt and completion tokens."""
     duration_ms = (time.monotonic() - started) * 1000
-    text = response.choices[0].message.content if response.choices else None
     usage = getattr(response, "usage", None)
     prompt_tokens = int(getattr(usage, "prompt_tokens", 0) or 0)
     completion_tokens = int(getattr(usage, "completion_tokens", 0) or 0)
@@ -180,15 +290,11 @@ async def llm_complete(*, config: ModelConfig, messages: list[dict[str, str]], p
     metrics_llm_call(
         model=config.model,
         purpose=purpose,
-        outcome="ok" if text else "error",
+        outcome="ok" if answered else "error",
         prompt_tokens=prompt_tokens,
         completion_tokens=completion_tokens,
     )
-    if not text:
-        raise Unavailable(LLM_EMPTY_ANSWER.format(model=config.model), data={"reason": "llm_empty_answer"})
-    return Completion(
-        text=text, model=config.model, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens
-    )
+    return prompt_tokens, completion_tokens
 
 
 def _check_before_sending(*, config: ModelConfig, scripted: bool, purpose: str) -> None:

@@ -9,8 +9,17 @@ call time::
      "delaySeconds": {"<purpose>": 1.5}}
 
 A list is consumed in order, one item per call (the file is rewritten without it) and its last item
-answers every later call. ``{"error": "<litellm exception class>"}`` (see ``SCRIPTABLE_ERRORS``)
-makes litellm raise that exception, to exercise ``completion``'s translation. The consumption is
+answers every later call. An item may also ask for tool calls, answered through litellm's own
+``mock_tool_calls``::
+
+    {"toolCalls": [{"name": "catalogue__ListProducts", "arguments": {"category": "Books"}}],
+     "text": "optional text alongside the calls"}
+
+Each call gets an id (``call_<purpose>_<n>``); ``arguments`` is an object, or a string sent as is
+(to script a model that writes malformed JSON).
+
+``{"error": "<litellm exception class>"}`` (see ``SCRIPTABLE_ERRORS``) makes litellm raise that
+exception, to exercise ``completion``'s translation. The consumption is
 guarded by a lock in this process only: scripts are for one server process.
 
 Never in a deployment: settings refuse the file unless ``PUBLIC_URL`` is loopback, and
@@ -25,6 +34,7 @@ ship. Keeping it apart from ``completion`` keeps it out of every server that has
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import os
 import tempfile
@@ -38,9 +48,9 @@ from core.errors import GatehouseError
 MOCK_SCRIPT_UNREADABLE = "The LLM mock script {path} cannot be read: {error}"
 MOCK_SCRIPT_LACKS_PURPOSE = "The LLM mock script {path} has no response for the purpose {purpose!r}."
 MOCK_SCRIPT_BAD_ENTRY = (
-    "The LLM mock script {path} has an invalid response for the purpose {purpose!r}: use a string, a "
-    'non-empty list of them, or {{"error": NAME}} with NAME one of {names}; a delay is a number of '
-    "seconds."
+    "The LLM mock script {path} has an invalid response for the purpose {purpose!r}: use a string, "
+    '{{"toolCalls": [{{"name": NAME, "arguments": {{...}}}}], "text": TEXT}}, a non-empty list of '
+    'them, or {{"error": NAME}} with NAME one of {names}; a delay is a number of seconds.'
 )
 
 # litellm exceptions a mock script may raise, and the arguments each one's constructor needs.
@@ -66,6 +76,8 @@ class LlmMockScriptError(GatehouseError):
 
 
 _mock_script_lock = threading.Lock()
+# Tool call ids must be unique within a conversation: a process-wide counter is enough for tests.
+_call_ids = itertools.count(1)
 
 
 async def llm_script_arguments(litellm: ModuleType, *, path: str, purpose: str, model: str) -> dict[str, Any]:
@@ -122,18 +134,58 @@ def _mock_arguments(
 ) -> dict[str, Any]:
     """litellm's ``mock_response`` (and ``mock_delay``) for a scripted item."""
     response: Any
+    arguments: dict[str, Any] = {}
     if isinstance(item, str):
         response = item
+    elif isinstance(item, dict) and "toolCalls" in item:
+        response, arguments["mock_tool_calls"] = _scripted_tool_calls(item, path=path, purpose=purpose)
     elif isinstance(item, dict) and set(item) == {"error"} and item["error"] in SCRIPTABLE_ERRORS:
         response = _scripted_exception(litellm, item["error"], model=model)
     else:
         raise _bad_entry(path=path, purpose=purpose)
-    arguments: dict[str, Any] = {"mock_response": response}
+    arguments["mock_response"] = response
     if delay is not None:
         if isinstance(delay, bool) or not isinstance(delay, int | float) or delay < 0:
             raise _bad_entry(path=path, purpose=purpose)
         arguments["mock_delay"] = float(delay)
     return arguments
+
+
+def _scripted_tool_calls(
+    item: dict[str, Any], *, path: str, purpose: str
+) -> tuple[str, list[dict[str, Any]]]:
+    """The text and litellm ``mock_tool_calls`` of a ``{"toolCalls": [...], "text": ...}`` item."""
+    calls = item["toolCalls"]
+    text = item.get("text", "")
+    if (
+        set(item) - {"toolCalls", "text"}
+        or not isinstance(text, str)
+        or not isinstance(calls, list)
+        or not calls
+    ):
+        raise _bad_entry(path=path, purpose=purpose)
+    mock_calls: list[dict[str, Any]] = []
+    for call in calls:
+        if (
+            not isinstance(call, dict)
+            or set(call) - {"name", "arguments"}
+            or not isinstance(call.get("name"), str)
+        ):
+            raise _bad_entry(path=path, purpose=purpose)
+        arguments = call.get("arguments", {})
+        if not isinstance(arguments, str | dict):
+            raise _bad_entry(path=path, purpose=purpose)
+        mock_calls.append(
+            {
+                "id": f"call_{purpose}_{next(_call_ids)}",
+                "type": "function",
+                "function": {
+                    "name": call["name"],
+                    "arguments": arguments if isinstance(arguments, str) else json.dumps(arguments),
+                },
+            }
+        )
+    return text, mock_calls
 
 
 def _scripted_exception(litellm: ModuleType, name: str, *, model: str) -> Exception:
