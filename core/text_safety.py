@@ -71,3 +71,12 @@ def storable(value: Any) -> tuple[Any, bool]:
             return [item for item, _ in items], True
         return value, False
     return value, False
+
+
+_CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\ud800-\udfff]")
+
+
+def text_cleaned(value: str) -> str:
+    """``value`` without NUL, other control characters (tab and newlines kept) and unpaired
+    surrogates: for text a language model wrote, which nobody meant to contain them."""
+    return _CONTROL.sub("", value)
