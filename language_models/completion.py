@@ -176,7 +176,11 @@ async def llm_complete_tools(
     is ``Unavailable``, as in ``llm_complete``.
     """
     response, started = await _completion_response(
-        config=config, messages=messages, purpose=purpose, extra={"tools": tools}
+        config=config,
+        messages=messages,
+        purpose=purpose,
+        # Providers refuse an empty tool list: with none, it is a plain completion.
+        extra={"tools": tools} if tools else {},
     )
     message = response.choices[0].message if response.choices else None
     text = (getattr(message, "content", None) or "") if message is not None else ""

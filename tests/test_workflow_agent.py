@@ -337,3 +337,25 @@ def test_a_tool_definition_has_typed_parameters_and_the_required_list():
     assert list_tool["parameters"]["properties"]["limit"] == {"type": "integer", "default": 10}
     assert list_tool["description"].startswith("catalogue/ListProducts: Lists")
     assert "Examples:" in list_tool["description"]
+
+
+async def test_a_context_without_commands_gets_a_plain_answer(llm_script):
+    llm_script({PURPOSE: "There is nothing I can run here."})
+
+    async def on_trace(event: TraceEvent) -> None:
+        raise AssertionError("no trace expected")
+
+    result = await agent_run(
+        config=model_config(),
+        user_query="Anything?",
+        workflow_name="Empty",
+        context="nothing",
+        commands=[],
+        history=[],
+        run_command=Workflow().run,
+        on_trace=on_trace,
+    )
+
+    assert result == AgentResult(
+        final_text="There is nothing I can run here.", steps=[], traces=[], success=True
+    )

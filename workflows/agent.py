@@ -199,7 +199,6 @@ def agent_tool(name: str, command: CommandInfo) -> dict[str, Any]:
                 "type": "object",
                 "properties": {parameter.name: _schema(parameter) for parameter in command.parameters},
                 "required": [parameter.name for parameter in command.parameters if parameter.required],
-                "additionalProperties": False,
             },
         },
     }
