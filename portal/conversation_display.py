@@ -22,6 +22,9 @@ JSON_MAX_CHARS = 2_000
 COMPACT_MAX_CHARS = 60
 TABLE_MAX_ROWS = 50
 TABLE_MAX_COLUMNS = 20
+# More than any turn writes today; a page that stays readable (and quick) if one ever writes more.
+TRACES_MAX = 200
+RESPONSES_MAX = 50
 NOT_SHOWN = "(not shown: too deeply nested)"
 DIRECTIONS = {"agent_to_workflow": "Agent → workflow", "workflow_to_agent": "Workflow → agent"}
 
@@ -72,6 +75,7 @@ class TurnShown:
     commands: list[CommandShown] = field(default_factory=list)
     responses: list[ResponseShown] = field(default_factory=list)
     traces: list[TraceShown] = field(default_factory=list)
+    total_traces: int = 0
 
     @property
     def duration(self) -> str:
@@ -187,8 +191,9 @@ def turn_shown(*, turn: Turn, number: int) -> TurnShown:
         turn=turn,
         workflow_name=_text(output.get("workflow_name")),
         context=_text(output.get("context")),
-        responses=[_response(item) for item in _list(output.get("command_responses"))],
-        traces=[_trace(item) for item in traces],
+        responses=[_response(item) for item in _list(output.get("command_responses"))[:RESPONSES_MAX]],
+        traces=[_trace(item) for item in traces[:TRACES_MAX]],
+        total_traces=len(traces),
     )
     name = _text(output.get("command_name"))
     if name:
@@ -198,7 +203,7 @@ def turn_shown(*, turn: Turn, number: int) -> TurnShown:
             CommandShown(
                 name=_text(event.get("command_name")), parameters=bounded_json(event.get("parameters"))
             )
-            for event in map(_dict, traces)
+            for event in map(_dict, traces[:TRACES_MAX])
             if event.get("direction") == "agent_to_workflow" and _text(event.get("command_name"))
         ]
     return shown

@@ -21,7 +21,13 @@ from django.utils import timezone
 
 from accounts.models import User
 from conversations.models import Conversation, Turn, TurnKind
-from portal.conversation_display import JSON_MAX_CHARS, TABLE_MAX_ROWS, bounded_json, turn_shown
+from portal.conversation_display import (
+    JSON_MAX_CHARS,
+    TABLE_MAX_ROWS,
+    TRACES_MAX,
+    bounded_json,
+    turn_shown,
+)
 from portal.conversation_selectors import (
     NO_CONVERSATION,
     NO_TENANT,
@@ -218,7 +224,15 @@ def test_a_search_no_topic_could_hold_matches_nothing_without_a_query(browser, o
 def test_invalid_utf8_and_a_nul_in_the_raw_query_string_are_no_match_never_a_500(browser, owner):
     _conversation(user=owner.user, tenant=owner.tenant, topic="revenue")
 
-    for raw in ("q=%00", "q=%ED%A0%80", "q=%FF%FE", "page=%00", "page=-1", "page=99999999999999999999"):
+    for raw in (
+        "q=%00",
+        "q=%ED%A0%80",
+        "q=%FF%FE",
+        "page=%00",
+        "page=-1",
+        "page=99999999999999999999",
+        "page=" + "9" * 5000,
+    ):
         response = browser.get(f"{LIST}?{raw}")
         assert response.status_code == 200, raw
 
@@ -376,6 +390,16 @@ def test_a_long_table_shows_its_first_rows_and_says_so():
     assert len(table.rows) == TABLE_MAX_ROWS
     assert table.total_rows == TABLE_MAX_ROWS + 25
     assert table.cut
+
+
+def test_a_long_trace_shows_its_first_events_and_says_so(browser, owner):
+    conversation = _conversation(user=owner.user, tenant=owner.tenant, topic="Chatty agent")
+    event = {"direction": "agent_to_workflow", "command_name": "sales/Step", "timestamp": 0}
+    _turn(conversation, kind=TurnKind.AGENT, output={}, traces=[event] * (TRACES_MAX + 5))
+
+    page = _visible(browser.get(f"{LIST}{conversation.pk}/").content.decode())
+
+    assert f"The first {TRACES_MAX} of {TRACES_MAX + 5} events, in order" in page
 
 
 def test_rows_of_any_shape_show_without_failing():
