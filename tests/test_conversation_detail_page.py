@@ -100,7 +100,7 @@ def test_a_conversation_shows_each_turn_with_commands_responses_traces_and_feedb
     assert "sales/ListCustomers" in text
     assert "&quot;country&quot;: &quot;FR&quot;" in page
     assert "2 customers." in text
-    assert '<th scope="col" class="wrap">country</th>' in page
+    assert '<th scope="col">country</th>' in page
     assert "Ana" in text
     assert "2 rows" in text
     assert "Next: sales/ShowCustomer" in text

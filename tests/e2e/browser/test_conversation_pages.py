@@ -295,3 +295,48 @@ def _stranger_conversation_id(username: str) -> str:
     return str(
         Conversation.objects.exclude(user__username=username).get(topic="A stranger's conversation").pk
     )
+
+
+LONG_WORD = "W" * 200
+
+
+@pytest.fixture
+def long_text(committed, gina) -> Conversation:
+    """A conversation whose every field is one long word, and whose table is wide and long."""
+    _, user = gina
+    conversation = _conversation(
+        committed, user=user, tenant="acme", minutes_ago=1, topic=LONG_WORD, summary="S" * 4000
+    )
+    columns = [f"column_{index}_{LONG_WORD[:20]}" for index in range(20)]
+    _turn(
+        committed,
+        conversation,
+        kind=TurnKind.COMMAND,
+        request="R" * 8000,
+        success=True,
+        output={
+            "command_name": "ctx/" + LONG_WORD,
+            "command_parameters": {LONG_WORD: LONG_WORD},
+            "command_responses": [
+                {"response": LONG_WORD, "artifacts": {"columns": columns, "rows": [[LONG_WORD] * 20] * 60}}
+            ],
+        },
+        traces=[{"direction": "agent_to_workflow", "command_name": LONG_WORD, "response_text": LONG_WORD}],
+    )
+    return conversation
+
+
+async def test_long_unbroken_text_wraps_and_wide_tables_scroll_inside_the_page(tab, gina, long_text):
+    person, _ = gina
+    page = tab.page
+    await _sign_in(page, person, next_path="/conversations/")
+    await expect(page.locator("table#conversations tbody tr")).to_have_count(1)
+    await _fits_the_viewport(page)
+    await tab.screenshot("conversations-long-text")
+
+    await page.get_by_role("link", name=LONG_WORD[:119] + "…").click()
+    table = page.locator("#turn-1 table.data").first
+    await expect(table.locator("tbody tr")).to_have_count(50)
+    await expect(table.locator("caption")).to_have_text("The first 50 of 60 rows")
+    await _fits_the_viewport(page)
+    await tab.screenshot("conversation-long-text")
