@@ -33,6 +33,7 @@ urlpatterns = [
     path("accounts/login/", LoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("accounts/", include("portal.urls")),
+    path("conversations/", include("portal.conversation_urls")),
     # Ahead of the admin's own URLs, so the admin's sign-in is throttled and audited like any other.
     path("admin/login/", AdminLoginView.as_view()),
     path("admin/", admin.site.urls),
