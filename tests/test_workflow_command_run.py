@@ -17,13 +17,13 @@ from mcp.server.mcpserver import Context
 
 from accounts.models import User
 from core import db
-from core.errors import InsufficientScope, Unavailable
-from core.models import AuditEvent
+from core.errors import InsufficientScope, RateLimited, Unavailable
+from core.models import AuditEvent, RateLimitScope
 from data_agent.sample import FIRST_ORDER_DATE
 from mcp_gateway.asgi.scope_keys import IDENTITY_KEY, SESSION_KEY
 from mcp_gateway.endpoint import server_build
 from mcp_gateway.registry import default_registry
-from tests.factories import MembershipFactory, UserFactory
+from tests.factories import MembershipFactory, RateLimitRuleFactory, UserFactory
 from tests.workflow_support import EVERY_KIND, identity_for, sample_with_workflow
 from workflows.execution import command_resolve, command_run
 
@@ -213,6 +213,23 @@ async def test_a_refused_tool_is_audited_twice_and_raised(server, viewer, demo):
     [denied] = await events("permission.denied")
     assert denied.target == "whoami"
     assert denied.detail["via"] == "workflow:customers/WhoAmI"
+
+
+@pytest.fixture
+def whoami_refused(db):
+    return RateLimitRuleFactory.create(scope=RateLimitScope.TOOL, target="whoami", limit=0)
+
+
+async def test_a_tool_command_spends_the_tools_own_rate_limit(server, demo, whoami_refused):
+    with pytest.raises(RateLimited):
+        await run(server, demo, "customers/WhoAmI")
+    [command] = await events("workflow.command")
+    assert command.outcome == "denied"
+    assert command.detail["code"] == -32029
+    [limited] = await events("rate.limited")
+    assert limited.target == "whoami"
+    assert limited.detail["via"] == "workflow:customers/WhoAmI"
+    assert await events("tool.called") == []
 
 
 async def test_a_failing_query_is_audited_with_its_code_and_raised(server, demo, tmp_path):

@@ -147,8 +147,9 @@ def test_an_unknown_command_lists_close_ones(admin):
     assert "Did you mean" in data["detail"]
 
 
-def test_an_unknown_context_lists_the_contexts(admin):
-    data = refusal(admin, "nowhere/Products")
+def test_an_unknown_context_lists_the_contexts_and_the_same_command_here(admin):
+    data = refusal(admin, "nowhere/products")
+    assert data["closeCommands"] == ["shop/Products"]
     assert data["problem"] == "unknown_context"
     assert data["contexts"] == ["shop", "help"]
 

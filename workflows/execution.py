@@ -119,9 +119,12 @@ def command_resolve(
     try:
         view, commands = commands_all(tenant_id=tenant_id, context=parsed.context)
     except InvalidInput as error:
-        # An unknown context: the commands of the current one are the likeliest meant.
+        # An unknown context: the same command in the session's context is the likeliest meant.
         data = dict(error.data or {})
-        raise _refuse(text, "unknown_context", error.message, contexts=data.get("contexts", [])) from None
+        close = _same_name_in(context, parsed.name, tenant_id, granted, enabled_toolsets)
+        raise _refuse(
+            text, "unknown_context", error.message, contexts=data.get("contexts", []), closeCommands=close
+        ) from None
     visible = [c for c in commands if command_visible(c, granted=granted, enabled_toolsets=enabled_toolsets)]
     command = next((c for c in commands if c.qualified_name == parsed.qualified_name), None)
     if command is None or not _toolset_enabled(command, enabled_toolsets):
@@ -140,6 +143,21 @@ def command_resolve(
         source=source,
         bound=bound,
     )
+
+
+def _same_name_in(
+    context: str, name: str, tenant_id: int, granted: frozenset[str], enabled_toolsets: frozenset[str]
+) -> list[str]:
+    try:
+        _, commands = commands_all(tenant_id=tenant_id, context=context)
+    except InvalidInput:
+        return []
+    return [
+        c.qualified_name
+        for c in commands
+        if c.name.lower() == name.lower()
+        and command_visible(c, granted=granted, enabled_toolsets=enabled_toolsets)
+    ]
 
 
 def _toolset_enabled(command: CommandInfo, enabled_toolsets: frozenset[str]) -> bool:
