@@ -253,6 +253,11 @@ def test_another_tenants_workflow_is_never_seen(admin, tenant):
     assert workflow_view(tenant_id=other.pk).name == "Globex kind"
     assert workflow_view(tenant_id=tenant.pk).name == "Every kind"
     assert resolve(stranger, "shop/Me").workflow.tenant_id == other.pk
+    # A command pointed (by a mistake in the admin) at another tenant's ontology never runs on it.
+    theirs = Ontology.objects.get(tenant=other, name="Acme sales")
+    WorkflowCommand.objects.filter(context__workflow__tenant=tenant, name="Products").update(ontology=theirs)
+    with pytest.raises(NotFound):
+        resolve(admin, "shop/Products <category>x</category>")
 
 
 def test_workflow_view_and_first_context(admin, tenant):
