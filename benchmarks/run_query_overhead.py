@@ -225,7 +225,7 @@ def query_steps(
     from core.db import db_call
     from data_agent.executor import query_execute
     from data_agent.lineage import lineage_from_query
-    from data_agent.query_tool import _source_for_query
+    from data_agent.query_tool import query_source_for
     from data_agent.sql_gate import sql_gate_check
 
     gated = sql_gate_check(sql=query.sql, dialect="postgres", allowed_tables=sample.allowed_tables)
@@ -237,7 +237,7 @@ def query_steps(
 
     async def catalogue() -> object:
         # Exactly as the tool runs it: on Django's worker thread, after its connection health check.
-        return await db_call(_source_for_query, tenant_id=sample.tenant_id, ontology_id=sample.ontology_id)
+        return await db_call(query_source_for, tenant_id=sample.tenant_id, ontology_id=sample.ontology_id)
 
     async def sdk() -> None:
         result = await client.call_tool("run_query", arguments)

@@ -36,6 +36,7 @@ class AuditAction(models.TextChoices):
     CLIENT_UPDATED = "client.updated", "OAuth client updated"
     CODE_REPLAYED = "code.replayed", "Authorization code replayed"
     SERVER_ERROR = "server.error", "Server error"
+    WORKFLOW_COMMAND = "workflow.command", "Workflow command run"
 
 
 class AuditOutcome(models.TextChoices):

@@ -21,7 +21,7 @@ import sqlite3
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Annotated, Any
@@ -144,8 +144,12 @@ def query_execute(
     timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS,
     max_rows: int = DEFAULT_MAX_ROWS,
     cancel: QueryCancel | None = None,
+    params: Mapping[str, Any] | None = None,
 ) -> QueryResult:
     """Run ``sql`` (already through the gate) and return at most ``max_rows`` rows, JSON-safe.
+
+    ``params`` are bound by the driver to the named placeholders of ``sql`` (``%(name)s`` for
+    PostgreSQL, every other ``%`` doubled; ``:name`` for SQLite): ``data_agent.sql_parameters``.
 
     Raises ``Timeout`` past ``timeout_seconds`` (or once ``cancel`` is cancelled), ``Unavailable``
     when the source cannot be reached and ``InvalidInput`` when the database refuses the query (a
@@ -155,11 +159,11 @@ def query_execute(
     cancel = cancel or QueryCancel()
     if kind == "postgres":
         columns, rows = _postgres(
-            url=url, sql=sql, timeout_seconds=timeout_seconds, max_rows=max_rows, cancel=cancel
+            url=url, sql=sql, timeout_seconds=timeout_seconds, max_rows=max_rows, cancel=cancel, params=params
         )
     elif kind == "sqlite":
         columns, rows = _sqlite(
-            url=url, sql=sql, timeout_seconds=timeout_seconds, max_rows=max_rows, cancel=cancel
+            url=url, sql=sql, timeout_seconds=timeout_seconds, max_rows=max_rows, cancel=cancel, params=params
         )
     else:
         raise ValueError(f"Unknown data source kind {kind!r}")
@@ -175,7 +179,13 @@ def query_execute(
 
 
 def _postgres(
-    *, url: str, sql: str, timeout_seconds: float, max_rows: int, cancel: QueryCancel
+    *,
+    url: str,
+    sql: str,
+    timeout_seconds: float,
+    max_rows: int,
+    cancel: QueryCancel,
+    params: Mapping[str, Any] | None = None,
 ) -> tuple[list[str], list[Any]]:
     try:
         conn = psycopg.connect(url, connect_timeout=CONNECT_TIMEOUT_SECONDS, autocommit=False)
@@ -196,7 +206,11 @@ def _postgres(
         # A named cursor is a server-side one (DECLARE ... CURSOR FOR), which also admits only
         # SELECT/VALUES; fetching max_rows + 1 tells a truncated result from a complete one.
         with conn.cursor(name=_CURSOR_NAME) as cursor:
-            cursor.execute(sql)
+            # Without params, the text goes as it is (no placeholder parsing), as it always has.
+            if params is None:
+                cursor.execute(sql)
+            else:
+                cursor.execute(sql, dict(params))
             rows = cursor.fetchmany(max_rows + 1)
             columns = [d.name for d in cursor.description or ()]
         return columns, rows
@@ -221,7 +235,13 @@ def _postgres(
 
 
 def _sqlite(
-    *, url: str, sql: str, timeout_seconds: float, max_rows: int, cancel: QueryCancel
+    *,
+    url: str,
+    sql: str,
+    timeout_seconds: float,
+    max_rows: int,
+    cancel: QueryCancel,
+    params: Mapping[str, Any] | None = None,
 ) -> tuple[list[str], list[Any]]:
     try:
         path = sqlite_path(url=url)
@@ -241,7 +261,7 @@ def _sqlite(
 
     conn.set_progress_handler(past_deadline, SQLITE_PROGRESS_STEPS)
     try:
-        cursor = conn.execute(sql)
+        cursor = conn.execute(sql) if params is None else conn.execute(sql, dict(params))
         rows = cursor.fetchmany(max_rows + 1)
         columns = [d[0] for d in cursor.description or ()]
         return columns, rows

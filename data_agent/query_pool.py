@@ -23,6 +23,7 @@ import time
 from collections.abc import Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
+from typing import Any
 
 from core.conf import gatehouse_settings
 from core.errors import RateLimited
@@ -101,8 +102,11 @@ def _source_refusal(size: int, oldest_running: float, timeout: float) -> RateLim
     )
 
 
-async def query_run_fairly(*, caller: QueryCaller, source: QuerySource, sql: str) -> QueryRun:
-    """Gate, run and trace ``sql`` on ``source`` for ``caller``, within the fair-use limits.
+async def query_run_fairly(
+    *, caller: QueryCaller, source: QuerySource, sql: str, params: Mapping[str, Any] | None = None
+) -> QueryRun:
+    """Gate, run and trace ``sql`` on ``source`` for ``caller``, within the fair-use limits;
+    ``params`` are bound to its ``:name`` placeholders (``data_agent.sql_parameters``).
 
     Raises ``RateLimited`` at once when the caller, their tenant or the data source already has as
     many queries running as allowed; otherwise as ``query_gate_and_run``."""
@@ -125,6 +129,7 @@ async def query_run_fairly(*, caller: QueryCaller, source: QuerySource, sql: str
                 datasets_by_table=source.datasets_by_table,
                 timeout_seconds=timeout,
                 cancel=cancel,
+                params=params,
             )
         except BaseException:
             _pool_leave(pool, token)

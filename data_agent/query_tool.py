@@ -41,7 +41,8 @@ class QueryAnswer(BaseModel):
     )
 
 
-def _source_for_query(*, tenant_id: int, ontology_id: str) -> QuerySource:
+def query_source_for(*, tenant_id: int, ontology_id: str) -> QuerySource:
+    """The tenant's ready ontology as a query needs it; NotFound or NotReady as ``ontology_get_ready``."""
     ontology = ontology_get_ready(tenant_id=tenant_id, ontology_id=ontology_id)
     datasets_by_table = {d.source_table: d.name for d in ontology_datasets(ontology=ontology)}
     return QuerySource(
@@ -53,7 +54,8 @@ def _source_for_query(*, tenant_id: int, ontology_id: str) -> QuerySource:
     )
 
 
-def _summary(result: QueryResult, datasets: list[str]) -> str:
+def query_summary(result: QueryResult, datasets: list[str]) -> str:
+    """A query's result in one sentence: rows, columns, datasets and time (truncation first)."""
     rows = f"{result.row_count:,} row{'s' if result.row_count != 1 else ''}"
     sources = ", ".join(datasets) or "no dataset"
     text = f"{rows} ({', '.join(result.columns)}) from {sources}, in {result.elapsed_ms:g} ms."
@@ -89,7 +91,7 @@ async def run_query(
     ctx: Context,
 ) -> Annotated[CallToolResult, QueryAnswer]:
     identity = identity_from_context(ctx)
-    source = await db_call(_source_for_query, tenant_id=identity.tenant_id, ontology_id=ontologyId)
+    source = await db_call(query_source_for, tenant_id=identity.tenant_id, ontology_id=ontologyId)
     caller = QueryCaller(tenant_id=identity.tenant_id, user_id=identity.user_id)
     run = await query_run_fairly(caller=caller, source=source, sql=sql)
     result, lineage = run.result, run.lineage
@@ -105,5 +107,5 @@ async def run_query(
     # The summary for a person, then the rows themselves for a client that shows its model only text.
     return tool_result(
         structured=answer.model_dump(mode="json"),
-        summary=[_summary(result, [d["name"] for d in lineage["datasets"]])],
+        summary=[query_summary(result, [d["name"] for d in lineage["datasets"]])],
     )

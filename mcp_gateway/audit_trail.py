@@ -19,8 +19,10 @@ The call's response waits for the row to be committed (``audit.audit_record_asyn
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import time
+from collections.abc import Iterator
 from typing import Any
 
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
@@ -58,6 +60,18 @@ def audit_note(**detail: Any) -> None:
                 for key, value in detail.items()
             }
         )
+
+
+@contextlib.contextmanager
+def audit_notes_apart() -> Iterator[dict[str, Any]]:
+    """Collect the ``audit_note`` calls of a nested call (a workflow command's tool) into a dict of
+    their own, for that call's own event, rather than into the outer call's."""
+    notes: dict[str, Any] = {}
+    token = _notes.set(notes)
+    try:
+        yield notes
+    finally:
+        _notes.reset(token)
 
 
 class AuditTrail:

@@ -10,7 +10,10 @@ the function):
   ``Server`` installs first in ``middleware`` by default;
 * ``server_lowlevel``: ``MCPServer._lowlevel_server``, the low-level ``Server`` an ``MCPServer``
   wraps, whose ``add_request_handler`` is public but which ``MCPServer`` does not expose;
-* ``server_add_request_handler``: the same, for methods ``MCPServer`` has no decorator for.
+* ``server_add_request_handler``: the same, for methods ``MCPServer`` has no decorator for;
+* ``context_call_tool``: ``Context._nested_invocation``, the Context a handler passes to
+  ``MCPServer.call_tool`` to run another tool inside its own request (same session, same ASGI
+  request, hence the same identity), as ``Context.read_resource`` does for resources.
 
 One more function uses public names only but copies SDK behaviour, so it is re-checked here too:
 
@@ -26,9 +29,10 @@ from typing import Any, TypeVar
 from mcp.server._otel import OpenTelemetryMiddleware
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel.server import Server
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.resources.templates import DEFAULT_RESOURCE_SECURITY
 from mcp.shared.uri_template import UriTemplate
+from mcp_types import CallToolResult
 from pydantic import BaseModel
 
 ParamsT = TypeVar("ParamsT", bound=BaseModel)
@@ -83,3 +87,15 @@ async def server_resource_finder(*, server: MCPServer) -> Callable[[str], bool]:
         return False
 
     return finds
+
+
+async def context_call_tool(*, ctx: Context, name: str, arguments: dict[str, Any]) -> CallToolResult | Any:
+    """Run the tool ``name`` inside the request ``ctx`` serves, through the SDK server: its argument
+    validation, its guarded handler (time limit, error translation) and its result conversion run
+    as for a client's call. The request middleware (``RequestGuard``, ``AuditTrail``) does not:
+    the caller checks scopes, toolset and rate limit, and audits, itself.
+
+    Returns a ``CallToolResult`` (or the SDK's ``InputRequiredResult``); raises ``ToolError`` for
+    invalid arguments or the tool's own ``ToolError``, ``MCPError`` for everything the guard
+    translated."""
+    return await ctx.mcp_server.call_tool(name, arguments, context=ctx._nested_invocation())

@@ -65,7 +65,11 @@ def context_name_errors(value: Any) -> list[str]:
 
 
 def command_name_errors(value: Any) -> list[str]:
-    return _name_errors(value, syntax.COMMAND_NAME, syntax.COMMAND_NAME_RULE)
+    errors = _name_errors(value, syntax.COMMAND_NAME, syntax.COMMAND_NAME_RULE)
+    # Case aside too: ``List_Commands`` beside ``list_commands`` would only confuse whoever reads it.
+    if not errors and value.lower() in syntax.BUILTIN_NAMES:
+        errors.append(f"{value} is the name of a built-in command every context has")
+    return errors
 
 
 def parameter_errors(value: Any) -> list[str]:

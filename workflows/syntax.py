@@ -20,6 +20,8 @@ PARAMETER_NAME_RULE = CONTEXT_NAME_RULE
 PARAMETER_TYPES = ("string", "integer", "number", "boolean", "date")
 COMMAND_MAX_CHARS = 4_000
 EXPECTED_FORM = "context/Name <param>value</param> ..."
+# Every context has these commands; a workflow's own command may not take their names.
+BUILTIN_NAMES = ("what_is_current_context", "go_to_context", "list_commands")
 
 _HEAD = re.compile(r"\s*([^\s/<]+)/([^\s<]+)")
 _PARAMETER = re.compile(r"\s*<([a-z][a-z0-9_]{0,62})>(.*?)</\1>", re.DOTALL)
