@@ -14,6 +14,7 @@ PostgreSQL and SQLite both apply atomically.
 from __future__ import annotations
 
 import math
+import secrets
 import uuid
 from datetime import datetime, timedelta
 from typing import Any
@@ -58,7 +59,7 @@ TOO_DEEP = f"(nested deeper than {MAX_JSON_DEPTH} levels; not kept)"
 # A race lost (two first initializes, two rotations picking the same topic) is retried this many
 # times; each retry sees the winner's committed row, so a second attempt nearly always succeeds.
 RACE_ATTEMPTS = 3
-# Past " (999)" a topic is not worth more searching; the race error says to try again.
+# Past " (999)" counting further is not worth the search.
 TOPIC_SUFFIX_MAX = 1000
 # Enough of a topic key to find every suffixed variant in one query (a suffix never shortens a
 # topic below 190 characters, so the first 32 of its key never change).
@@ -180,7 +181,10 @@ def _topic_unique(*, user_id: int, topic: str, exclude: uuid.UUID) -> str:
         candidate = topic[: TOPIC_MAX_CHARS - len(suffix)].rstrip() + suffix
         if topic_key_of(candidate) not in taken:
             return candidate
-    raise Conflict(TOPIC_RACE_LOST, retry_after_seconds=1)
+    # A thousand namesakes: stop counting; a random suffix is as good as unique (and the
+    # constraint still backs it).
+    suffix = f" ({secrets.token_hex(4)})"
+    return topic[: TOPIC_MAX_CHARS - len(suffix)].rstrip() + suffix
 
 
 def conversation_rotate(

@@ -164,6 +164,34 @@ def test_a_session_bound_to_someone_else_is_refused(member, outsider):
     assert SessionBinding.objects.get(key=KEY).user_id == outsider.user_id
 
 
+def test_a_hostile_client_id_is_kept_bounded_and_visible(member):
+    conversation = conversation_initialize(
+        key=KEY,
+        user_id=member.user_id,
+        tenant_id=member.tenant_id,
+        client_id="c\x00\ud800" + "x" * 1000,
+        conversation_id=None,
+        first_context="orders",
+    ).conversation
+    assert conversation is not None
+    conversation.refresh_from_db()
+    assert conversation.client_id.startswith("c\\u0000\\ud800x")
+    assert len(conversation.client_id) == 255
+
+
+def test_past_a_thousand_namesakes_a_topic_gets_a_random_suffix(member):
+    ConversationFactory.create(membership=member, topic="Sales", topic_key="sales")
+    for n in range(2, 1000):
+        ConversationFactory.create(membership=member, topic=f"Sales ({n})", topic_key=f"sales({n})")
+    current = _initialize(
+        member, conversation_id=ConversationFactory.create(membership=member).pk
+    ).conversation
+    _rotate(member, topic="SALES")
+    current.refresh_from_db()
+    assert current.topic.startswith("SALES (")
+    assert current.topic_key not in {"sales", *(f"sales({n})" for n in range(2, 1000))}
+
+
 def test_a_binding_with_no_context_gets_the_first_one(member):
     _initialize(member, context="")
     assert _initialize(member, context="customers").context == "customers"
