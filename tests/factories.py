@@ -9,6 +9,7 @@ from django.utils import timezone
 from oauth2_provider.models import Application
 
 from accounts.models import Membership, Role, Tenant, User
+from conversations.models import Conversation, SessionBinding, Turn, TurnKind
 from core.crypto import secret_encrypt
 from core.models import AuditAction, AuditEvent, AuditOutcome, RateLimitRule, RateLimitScope
 from data_agent.models import (
@@ -274,3 +275,42 @@ class AgentPreferenceFactory(factory.django.DjangoModelFactory[AgentPreference])
     user = factory.SubFactory(UserFactory)
     tenant = factory.SubFactory(TenantFactory)
     default_time_period = "last 12 months"
+
+
+class ConversationFactory(factory.django.DjangoModelFactory[Conversation]):
+    """A member's conversation in their membership's tenant."""
+
+    class Meta:
+        model = Conversation
+        exclude = ("membership",)
+
+    membership = factory.SubFactory(MembershipFactory)
+    user = factory.LazyAttribute(lambda o: o.membership.user)
+    tenant = factory.LazyAttribute(lambda o: o.membership.tenant)
+    client_id = "test-client"
+
+
+class TurnFactory(factory.django.DjangoModelFactory[Turn]):
+    class Meta:
+        model = Turn
+
+    conversation = factory.SubFactory(ConversationFactory)
+    kind = TurnKind.COMMAND
+    request = "orders/List_orders <limit>5</limit>"
+    output = factory.LazyFunction(lambda: {"success": True, "command_name": "orders/List_orders"})
+    traces = factory.LazyFunction(list)
+    success = True
+    duration_ms = 12.5
+
+
+class SessionBindingFactory(factory.django.DjangoModelFactory[SessionBinding]):
+    """A session bound to one of its person's conversations, in the same tenant."""
+
+    class Meta:
+        model = SessionBinding
+
+    conversation = factory.SubFactory(ConversationFactory)
+    key = factory.LazyFunction(lambda: f"session:{secrets.token_urlsafe(32)}")
+    user = factory.LazyAttribute(lambda o: o.conversation.user)
+    tenant = factory.LazyAttribute(lambda o: o.conversation.tenant)
+    context = "orders"

@@ -18,6 +18,7 @@ from django.utils import timezone
 from oauth2_provider.models import Application, get_id_token_model
 
 from accounts.models import Membership, Tenant, User
+from conversations.models import Conversation, SessionBinding, Turn
 from core.models import AuditEvent, RateLimitRule
 from data_agent.models import AgentPreference, Dataset, DataSource, Ontology
 from language_models.models import LanguageModel
@@ -29,6 +30,7 @@ from tests.factories import (
     AgentPreferenceFactory,
     ApplicationFactory,
     AuditEventFactory,
+    ConversationFactory,
     DatasetFactory,
     DataSourceFactory,
     GrantFactory,
@@ -40,7 +42,9 @@ from tests.factories import (
     RedirectUriPatternFactory,
     RefreshTokenFactory,
     RememberedConsentFactory,
+    SessionBindingFactory,
     TenantFactory,
+    TurnFactory,
     UserFactory,
 )
 from workflows.models import Workflow, WorkflowContext
@@ -85,6 +89,9 @@ MAKERS: dict[type[Model], Callable[[], Model]] = {
     AgentPreference: lambda: AgentPreferenceFactory.create(),
     Workflow: lambda: _workflow(),
     WorkflowContext: lambda: WorkflowContext.objects.create(workflow=_workflow(), name="orders"),
+    Conversation: lambda: ConversationFactory.create(),
+    Turn: lambda: TurnFactory.create(),
+    SessionBinding: lambda: SessionBindingFactory.create(),
 }
 REGISTERED = sorted(admin.site._registry, key=lambda model: model._meta.label)
 
