@@ -318,6 +318,7 @@ GATEHOUSE: dict[str, Any] = {
             "mcp_gateway.toolsets.account",
             "mcp_gateway.toolsets.conformance",
             "data_agent.toolset",
+            "workflows.toolset",
         ],
     ),
     "MCP_ALLOWED_ORIGINS": env_list("MCP_ALLOWED_ORIGINS", default=[]),

@@ -21,6 +21,7 @@ from accounts.services import membership_ensure, tenant_ensure, user_ensure
 from data_agent.models import Ontology
 from data_agent.sample import sample_database_ensure
 from language_models.services import language_model_ensure_default
+from workflows.demo import workflow_demo_ensure
 
 DEMO_TENANTS = [("acme", "Acme"), ("globex", "Globex")]
 DEMO_MODEL_NAME = "Demo model"
@@ -85,6 +86,8 @@ def demo_ensure(*, password: str | None, reset_existing: bool, language_model: s
             language_model_ensure_default(tenant=tenants["acme"], name=DEMO_MODEL_NAME, model=language_model)
     # Outside the transaction: the sample database is filled over connections of its own.
     ontology = sample_database_ensure(tenant=tenants["acme"])
+    # Over the sample database's ontology, so after it.
+    workflow_demo_ensure(tenant=tenants["acme"])
     people = DemoPeople(
         password=people_password, generated=password is None, created=tuple(created), changed=tuple(changed)
     )

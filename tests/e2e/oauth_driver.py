@@ -93,14 +93,18 @@ class OAuthDriver:
         url = self.authorize_url(client_id=client_id, challenge=challenge, method=method, **extra)
         return client_id, await browser.open(url, username=person.username, password=person.password)
 
-    async def code_for(self, person: Person, *, client_id: str | None = None) -> tuple[str, str, str]:
+    async def code_for(
+        self, person: Person, *, client_id: str | None = None, scope: str | None = None
+    ) -> tuple[str, str, str]:
         """Run the browser part; return (client_id, code, verifier)."""
         client_id = client_id or await self.register()
         verifier, challenge = pkce_pair()
         browser = Browser(self.server.base_url)
         try:
             response = await browser.authorize(
-                self.authorize_url(client_id=client_id, challenge=challenge),
+                self.authorize_url(
+                    client_id=client_id, challenge=challenge, **({"scope": scope} if scope else {})
+                ),
                 username=person.username,
                 password=person.password,
                 tenant=person.tenant,
@@ -109,17 +113,18 @@ class OAuthDriver:
             await browser.aclose()
         return client_id, redirect_params(response)["code"], verifier
 
-    async def token_for(self, person: Person) -> dict[str, Any]:
-        client_id, code, verifier = await self.code_for(person)
+    async def token_for(self, person: Person, *, scope: str | None = None) -> dict[str, Any]:
+        client_id, code, verifier = await self.code_for(person, scope=scope)
         response = await self.exchange(client_id=client_id, code=code, verifier=verifier)
         assert response.status_code == 200, response.text
         return {**response.json(), "client_id": client_id}
 
 
-async def access_token(server: DaphneServer, person: Person) -> str:
-    """A token for the person, through registration, the browser pages and the token endpoint."""
+async def access_token(server: DaphneServer, person: Person, *, scope: str | None = None) -> str:
+    """A token for the person, through registration, the browser pages and the token endpoint
+    (with ``scope``, those scopes; else ``mcp:read mcp:write``)."""
     driver = OAuthDriver(server)
     try:
-        return str((await driver.token_for(person))["access_token"])
+        return str((await driver.token_for(person, scope=scope))["access_token"])
     finally:
         await driver.aclose()

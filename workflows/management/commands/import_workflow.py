@@ -6,6 +6,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from accounts.models import Tenant
+from workflows.demo import workflow_toolset_ensure
 from workflows.importing import SOURCE_MAX_CHARS
 from workflows.services import WorkflowImportFailed, workflow_import
 
@@ -44,3 +45,5 @@ class Command(BaseCommand):
         self.stdout.write(
             f"Imported {workflow.name!r} for {tenant.slug}: {len(contexts)} contexts, {commands} commands."
         )
+        if workflow_toolset_ensure(tenant=tenant):
+            self.stdout.write(f"The workflows toolset is now on for {tenant.slug}.")
