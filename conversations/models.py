@@ -18,6 +18,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from accounts.models import Tenant
+from mcp_gateway.models import McpSession
 
 TOPIC_MAX_CHARS = 200
 SUMMARY_MAX_CHARS = 4_000
@@ -93,6 +94,8 @@ class SessionBinding(models.Model):
     key = models.CharField(primary_key=True, max_length=BINDING_KEY_MAX_CHARS, editable=False)
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
     tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="+")
+    # The handshake-era session it stands for (none on 2026-07-28): purged sessions take theirs along.
+    session = models.ForeignKey(McpSession, on_delete=models.CASCADE, null=True, blank=True, related_name="+")
     conversation = models.ForeignKey(
         Conversation, on_delete=models.SET_NULL, null=True, blank=True, related_name="bindings"
     )

@@ -96,6 +96,7 @@ def conversation_initialize(
     client_id: str,
     conversation_id: uuid.UUID | None,
     first_context: str,
+    session_id: str | None = None,
 ) -> SessionBinding:
     """Bind ``key`` to the person's active conversation: the named one if it is theirs in this
     tenant, else their most recently updated one here, else a new one. Safe to repeat, and two
@@ -111,6 +112,7 @@ def conversation_initialize(
                     client_id=client_id,
                     conversation_id=conversation_id,
                     first_context=first_context,
+                    session_id=session_id,
                 )
         except IntegrityError:
             # Another call created the binding first; the next attempt locks and reuses it.
@@ -127,6 +129,7 @@ def _initialize(
     client_id: str,
     conversation_id: uuid.UUID | None,
     first_context: str,
+    session_id: str | None,
 ) -> SessionBinding:
     # Locked first, so that two calls on one existing binding pick (or create) in turn.
     binding = SessionBinding.objects.select_for_update().filter(key=key).first()
@@ -147,6 +150,7 @@ def _initialize(
             key=key,
             user_id=user_id,
             tenant_id=tenant_id,
+            session_id=session_id,
             conversation=conversation,
             context=first_context,
             created=now,

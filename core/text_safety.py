@@ -45,6 +45,29 @@ def text_unstorable_reason(value: Any) -> str | None:
     return None
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def surrogate_path(value: Any, path: str = "") -> str | None:
+    """The JSON pointer of the first string (key or value) in ``value`` holding an unpaired
+    surrogate, which no UTF-8 text can carry; None when there is none."""
+    if isinstance(value, str):
+        return path or "/" if _SURROGATE.search(value) else None
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if isinstance(key, str) and _SURROGATE.search(key):
+                return f"{path}/{_SURROGATE.sub('?', key)[:40]}"
+            found = surrogate_path(item, f"{path}/{str(key)[:40]}")
+            if found is not None:
+                return found
+    elif isinstance(value, (list, tuple)):
+        for index, item in enumerate(value):
+            found = surrogate_path(item, f"{path}/{index}")
+            if found is not None:
+                return found
+    return None
+
+
 def storable_text(value: str) -> tuple[str, bool]:
     """``value`` with NUL and unpaired surrogates escaped visibly, and whether any were."""
     if _UNSTORABLE.search(value) is None:

@@ -19,6 +19,7 @@ from core.errors import InsufficientScope, InvalidInput
 from core.identity import Identity
 from core.models import RateLimitScope
 from core.ratelimit import rate_limit_mcp
+from core.text_safety import surrogate_path
 from mcp_gateway.identity import current_request_reset, current_request_set, identity_from_request
 from mcp_gateway.jsonrpc_errors import as_mcp_error
 from mcp_gateway.rbac import missing_scopes, tool_allowed
@@ -30,6 +31,7 @@ UNKNOWN_TOOL = "Unknown tool"
 UNKNOWN_RESOURCE = "Unknown resource"
 UNKNOWN_PROMPT = "Unknown prompt"
 INVALID_ARGUMENTS = "Invalid arguments"
+UNPAIRED_SURROGATE = "contains an unpaired surrogate (an invalid \\u escape), which is not valid Unicode"
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -176,6 +178,11 @@ class RequestGuard:
             {"path": "/" + "/".join(str(part) for part in error.absolute_path), "message": error.message}
             for error in (validator.iter_errors(arguments) if validator is not None else ())
         ]
+        broken = surrogate_path(arguments)
+        if broken is not None:
+            # JSON's \udXXX escapes can carry what no UTF-8 text can; the tool's own models would
+            # refuse it later, as a tool error rather than as the client's mistake.
+            problems.append({"path": broken, "message": UNPAIRED_SURROGATE})
         if problems:
             # Validation happens here, before any tool code runs.
             raise InvalidInput(f"{INVALID_ARGUMENTS} for {name}", data={"tool": name, "errors": problems})

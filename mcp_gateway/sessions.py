@@ -178,7 +178,9 @@ def session_purge() -> tuple[int, int]:
     # A tenant deactivated by a bulk update (no save signal) is caught here.
     ended += session_terminate_for_inactive_tenants()
     retention = timedelta(seconds=gatehouse_settings.MCP_SESSION_RETENTION_SECONDS)
-    deleted, _ = McpSession.objects.filter(terminated_at__lte=now - retention).delete()
+    # Counted apart from what goes with them (the workflow tools' session bindings).
+    _, by_model = McpSession.objects.filter(terminated_at__lte=now - retention).delete()
+    deleted = by_model.get(McpSession._meta.label, 0)
     # Answers nobody took (the waiting worker died first) are useless after the call's time limit.
     RelayedMessage.objects.filter(created__lte=now - RELAYED_MESSAGE_LIFETIME).delete()
     return ended, deleted

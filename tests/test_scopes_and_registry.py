@@ -8,10 +8,16 @@ from accounts.scopes import SCOPE_READ, SCOPE_WRITE, RoleScopesBackend, scopes_f
 from data_agent.scopes import SCOPE_DATA_AGENT_WRITE, SCOPE_ONTOLOGIES_READ
 from mcp_gateway.rbac import missing_scopes
 from mcp_gateway.registry import Registry, Toolset, registry_load, resource_prefix, tool
+from workflows.scopes import SCOPE_WORKFLOWS_AGENT, SCOPE_WORKFLOWS_READ, SCOPE_WORKFLOWS_RUN
 
 
 def test_a_viewer_holds_only_the_read_scope():
-    assert scopes_for_role(role=Role.VIEWER) == {SCOPE_READ, SCOPE_ONTOLOGIES_READ}
+    assert scopes_for_role(role=Role.VIEWER) == {
+        SCOPE_READ,
+        SCOPE_ONTOLOGIES_READ,
+        SCOPE_WORKFLOWS_READ,
+        SCOPE_WORKFLOWS_RUN,
+    }
 
 
 @pytest.mark.parametrize("role", [Role.ADMIN, Role.CONTRIBUTOR])
@@ -21,6 +27,9 @@ def test_admins_and_contributors_hold_read_and_write(role):
         SCOPE_WRITE,
         SCOPE_ONTOLOGIES_READ,
         SCOPE_DATA_AGENT_WRITE,
+        SCOPE_WORKFLOWS_READ,
+        SCOPE_WORKFLOWS_RUN,
+        SCOPE_WORKFLOWS_AGENT,
     }
 
 
@@ -36,6 +45,9 @@ def test_the_dot_backend_publishes_every_scope_with_its_words():
         SCOPE_WRITE,
         SCOPE_ONTOLOGIES_READ,
         SCOPE_DATA_AGENT_WRITE,
+        SCOPE_WORKFLOWS_READ,
+        SCOPE_WORKFLOWS_RUN,
+        SCOPE_WORKFLOWS_AGENT,
     }
     assert backend.get_all_scopes()[SCOPE_READ].startswith("See who you are")
 

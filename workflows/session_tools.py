@@ -13,7 +13,7 @@ from mcp_types import CallToolResult
 from pydantic import BaseModel, Field
 
 from conversations.models import FEEDBACK_MAX_CHARS
-from conversations.selectors import conversation_turn_digest, conversations_list
+from conversations.selectors import conversation_get, conversation_turn_digest, conversations_list
 from conversations.services import (
     conversation_activate,
     conversation_initialize,
@@ -167,6 +167,7 @@ async def initialize(
         client_id=identity.client_id,
         conversation_id=wanted,
         first_context=info.available_contexts[0] if info.available_contexts else "",
+        session_id=caller.session_id,
     )
     answer = InitializeAnswer(workflow_info=info, conversation_id=str(binding.conversation_id))
     return _answer(answer, f"Workflow {info.workflow_name!r}, conversation {answer.conversation_id}.")
@@ -282,8 +283,16 @@ async def new_conversation(ctx: Context) -> Annotated[CallToolResult, NewConvers
             summary=summary,
             derived=derived,
         )
+        # The topic as stored: made unique among the person's topics, it may carry a suffix.
+        closed = await db_call(
+            conversation_get,
+            user_id=identity.user_id,
+            tenant_id=identity.tenant_id,
+            conversation_id=bound.conversation_id,
+        )
     finally:
         await db_call(turn_lock_release, key=key)
+    topic, summary = closed.topic, closed.summary
     answer = NewConversationAnswer(
         status="ok",
         new_conversation_id=str(new.pk),

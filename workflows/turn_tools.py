@@ -17,6 +17,7 @@ from core.conf import gatehouse_settings
 from core.db import db_call
 from core.errors import InvalidInput
 from core.identity import Identity
+from core.text_safety import text_unstorable_reason
 from language_models.selectors import ModelConfig, NoModelConfigured, language_model_for_tenant
 from mcp_gateway.client_log import client_log
 from mcp_gateway.registry import default_registry, tool
@@ -45,6 +46,16 @@ TimeoutSeconds = Annotated[
     Field(gt=0, le=TURN_TIMEOUT_MAX_SECONDS, description="The turn's time limit, in seconds."),
 ]
 UserQuery = Annotated[str, Field(min_length=1, max_length=REQUEST_MAX_CHARS)]
+
+
+def _query_checked(user_query: str) -> str:
+    """The request, refused (-32602) when it is blank or could not be stored in the conversation."""
+    reason = text_unstorable_reason(user_query)
+    if reason is not None or not user_query.strip():
+        raise InvalidInput(
+            f"user_query {reason or 'is blank'}.", data={"argument": "user_query", "reason": "user_query"}
+        )
+    return user_query
 
 
 def _execute_timeout() -> float:
@@ -167,6 +178,8 @@ async def _model_for(*, identity: Identity) -> ModelConfig | None:
 async def invoke_assistant(
     ctx: Context, user_query: UserQuery, timeout_seconds: TimeoutSeconds = 60
 ) -> Annotated[CallToolResult, CommandOutput]:
+    _query_checked(user_query)
+
     async def body(state: TurnState) -> CommandOutput:
         identity = state.bound.caller.identity
         name = state.bound.workflow.name
@@ -264,6 +277,7 @@ def _history(turns: list[dict[str, Any]]) -> list[dict[str, str]]:
 async def invoke_agent(
     ctx: Context, user_query: UserQuery, timeout_seconds: TimeoutSeconds = 60
 ) -> Annotated[CallToolResult, CommandOutput]:
+    _query_checked(user_query)
     progress_token = (ctx.request_context.meta or {}).get("progress_token")
     streaming = progress_token is not None
 

@@ -46,6 +46,8 @@ TURN_TIMED_OUT = (
 TURN_TIMEOUT_MAX_SECONDS = 300
 # The lock outlives the turn's own limit by this much, so it is released by the turn, not by time.
 LOCK_MARGIN_SECONDS = 10
+# Rows of a response a turn keeps (the conversations page shows the first 50).
+ROWS_KEPT = 200
 
 
 @dataclass(frozen=True)
@@ -107,6 +109,19 @@ async def bound_caller(ctx: Context) -> Bound:
     return await db_call(_bound, caller=caller_of(ctx))
 
 
+def _stored_output(output: CommandOutput) -> dict[str, Any]:
+    """The output as the conversation keeps it: without traces (kept apart), and with at most
+    ``ROWS_KEPT`` rows per response. The client received every row; the conversation is a record."""
+    stored = output.model_dump(mode="json", exclude={"traces"})
+    for response in stored["command_responses"]:
+        artifacts = response.get("artifacts") or {}
+        rows = artifacts.get("rows")
+        if isinstance(rows, list) and len(rows) > ROWS_KEPT:
+            artifacts["rows"] = rows[:ROWS_KEPT]
+            artifacts["rowsKept"] = ROWS_KEPT
+    return stored
+
+
 def _turn_save(
     *, state: TurnState, kind: str, request: str, output: CommandOutput, duration_ms: float
 ) -> int:
@@ -117,7 +132,7 @@ def _turn_save(
             conversation_id=state.bound.conversation_id,
             kind=kind,
             request=request,
-            output=output.model_dump(mode="json", exclude={"traces"}),
+            output=_stored_output(output),
             traces=[event.model_dump(mode="json") for event in state.traces],
             success=output.success,
             duration_ms=duration_ms,

@@ -561,3 +561,100 @@ async def test_prompts_format_command_and_clarify_params(wf_server):
     assert "customers in the Nordics" in formatted.messages[0].content.text
     assert isinstance(clarified.messages[0].content, TextContent)
     assert "missing region" in clarified.messages[0].content.text
+
+
+# --- hostile input ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("tool", "arguments", "code"),
+    [
+        ("invoke_assistant", {"user_query": "orders/OrdersByStatus\x00"}, -32602),
+        ("invoke_assistant", {"user_query": "   "}, -32602),
+        ("invoke_agent", {"user_query": "x" * 8_001}, -32602),
+        ("invoke_agent", {"user_query": "Hi", "timeout_seconds": 0}, -32602),
+        ("invoke_agent", {"user_query": "Hi", "timeout_seconds": 301}, -32602),
+        ("execute_command", {"command": "orders/OrdersByStatus " + "x" * 5_000}, -32602),
+        ("execute_command", {"command": ["orders/OrdersByStatus"]}, -32602),
+        ("post_feedback", {"nl_feedback": "a\x00b"}, -32602),
+        ("post_feedback", {"binary_or_numeric_score": [[[[[[[[[[1]]]]]]]]]]}, -32602),
+        ("post_feedback", {"nl_feedback": "x" * 4_001}, -32602),
+        ("list_conversations", {"limit": 0}, -32602),
+        ("list_conversations", {"limit": 101}, -32602),
+        ("activate_conversation", {"conversation_id": "not-a-uuid"}, -32002),
+        ("activate_conversation", {"conversation_id": "\x00"}, -32002),
+    ],
+    ids=lambda value: str(value)[:30],
+)
+async def test_hostile_arguments_get_the_tools_own_errors(wf_server, tool, arguments, code):
+    async with sdk_client(wf_server, Person("alice")) as (client, _):
+        conversation_id, before = await _started(client)
+        await client.call_tool("execute_command", {"command": "orders/OrdersByStatus"})
+        refusal = await _error(client.call_tool(tool, arguments))
+    assert refusal.error.code == code, refusal.error
+    # Nothing was half-written: only the one command above became a turn.
+    assert len(await _turns(conversation_id, after=before)) == 1
+
+
+async def test_another_persons_conversation_is_never_reached(wf_server):
+    # bob, acme's viewer: another person of the same tenant.
+    async with sdk_client(wf_server, Person("bob")) as (client, _):
+        bobs = _structured(await client.call_tool("initialize", {}))["conversation_id"]
+    async with sdk_client(wf_server, Person("alice")) as (client, _):
+        own = _structured(await client.call_tool("initialize", {}))["conversation_id"]
+        # Named at initialize, it is not hers: her own last conversation goes on.
+        named = _structured(await client.call_tool("initialize", {"conversation_id": bobs}))
+        refused = await _error(client.call_tool("activate_conversation", {"conversation_id": bobs}))
+        listed = _structured(await client.call_tool("list_conversations", {"limit": 100}))
+    assert named["conversation_id"] == own
+    assert refused.error.code == -32002
+    assert bobs not in [c["conversation_id"] for c in listed["conversations"]]
+
+
+async def test_lone_surrogates_and_invalid_utf8_are_refused(wf_server):
+    """What the SDK client cannot send: JSON with an escaped lone surrogate, and bytes that are not
+    UTF-8."""
+    scope = "workflows:read workflows:run"
+    raw = RawMcp(await access_token(wf_server, Person("alice"), scope=scope))
+    try:
+        session_id = await raw.initialize(wf_server.mcp_url)
+        await raw.result(
+            wf_server.mcp_url, "tools/call", {"name": "initialize", "arguments": {}}, session_id=session_id
+        )
+        answers = [
+            await raw.http.post(
+                wf_server.mcp_url,
+                # Escaped (ensure_ascii): valid JSON that decodes to a lone surrogate.
+                content=json.dumps(
+                    {
+                        "jsonrpc": "2.0",
+                        "id": index,
+                        "method": "tools/call",
+                        "params": {"name": name, "arguments": arguments},
+                    }
+                ),
+                headers=raw.headers(session_id),
+            )
+            for index, (name, arguments) in enumerate(
+                [
+                    ("invoke_assistant", {"user_query": "\ud800"}),
+                    ("post_feedback", {"nl_feedback": "bad \udfff"}),
+                    ("execute_command", {"command": "customers/CustomersInRegion <region>\ud800</region>"}),
+                ],
+                start=10,
+            )
+        ]
+        not_utf8 = await raw.http.post(
+            wf_server.mcp_url,
+            content=b'{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"execute_command",'
+            b'"arguments":{"command":"orders/OrdersByStatus \xff"}}}',
+            headers=raw.headers(session_id),
+        )
+    finally:
+        await raw.aclose()
+    for answer in answers:
+        (message,) = [m for m in sse_messages(answer) if "id" in m]
+        assert message["error"]["code"] == -32602, message
+    assert not_utf8.status_code in (400, 200)
+    (message,) = sse_messages(not_utf8)
+    assert message["error"]["code"] in (-32700, -32600, -32602), message
