@@ -22,10 +22,16 @@ def run(*args: str) -> tuple[str, str]:
     return out.getvalue(), err.getvalue()
 
 
-def test_it_imports_the_demo_file_with_a_one_line_summary(tenant):
+def test_it_imports_the_demo_file_with_a_one_line_summary_and_turns_the_toolset_on(tenant):
     out, _ = run("import_workflow", tenant.slug, str(DEMO))
+    again, _ = run("import_workflow", tenant.slug, str(DEMO))
 
     assert out.strip().splitlines() == [
+        f"Imported 'Sales analyst' for {tenant.slug}: 3 contexts, 13 commands.",
+        f"The workflows toolset is now on for {tenant.slug}.",
+    ]
+    # Already on: the summary alone.
+    assert again.strip().splitlines() == [
         f"Imported 'Sales analyst' for {tenant.slug}: 3 contexts, 13 commands."
     ]
 

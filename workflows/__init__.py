@@ -1,6 +1,8 @@
-"""A tenant's workflow: contexts of commands a client can discover and run.
+"""A tenant's workflow: contexts of commands a client can discover and run, and the ``workflows``
+toolset that runs them (exactly, through an assistant, or through an agent) as turns of each
+person's conversation.
 
-It sits above ``data_agent`` in the layers because a command may run a parameterised query through
-data_agent's SQL gate and executor; the MCP tools that run commands arrive as the ``workflows``
-toolset in a later increment.
+It sits above ``data_agent`` and ``conversations`` in the layers: a command may run a
+parameterised query through data_agent's SQL gate and executor, and each turn is kept in
+``conversations``.
 """

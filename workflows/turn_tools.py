@@ -123,7 +123,8 @@ def _output(
     scopes=[SCOPE_WORKFLOWS_RUN],
     read_only=False,
     timeout_seconds=lambda: _execute_timeout() + 20,
-    expensive=True,
+    # What a command runs is limited as it would be directly: a tool command by that tool's own
+    # limit, a query by the data agent's caps on queries running at once.
 )
 async def execute_command(
     ctx: Context, command: Annotated[str, Field(min_length=1, max_length=COMMAND_MAX_CHARS)]
@@ -173,7 +174,7 @@ async def _model_for(*, identity: Identity) -> ModelConfig | None:
     scopes=[SCOPE_WORKFLOWS_RUN],
     read_only=False,
     timeout_seconds=TURN_TIMEOUT_MAX_SECONDS + 30,
-    expensive=True,
+    # One command at most, limited as execute_command's; the model call, if any, is one.
 )
 async def invoke_assistant(
     ctx: Context, user_query: UserQuery, timeout_seconds: TimeoutSeconds = 60

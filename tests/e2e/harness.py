@@ -272,6 +272,21 @@ class MemoryTokenStorage:
 
 # What an acme admin sees in the demo: the account tools and the data agent, which the demo turns
 # on for acme.
+# The demo turns the workflows toolset on for acme: a viewer holds every workflow scope but
+# workflows:agent (invoke_agent).
+VIEWER_WORKFLOW_TOOLS = [
+    "initialize",
+    "get_workflow_info",
+    "get_commands",
+    "execute_command",
+    "invoke_assistant",
+    "new_conversation",
+    "list_conversations",
+    "activate_conversation",
+    "post_feedback",
+]
+ACME_VIEWER_TOOLS = ["whoami", "get_data_preferences", *VIEWER_WORKFLOW_TOOLS]
+ACME_VIEWER_SCOPE = "mcp:read ontologies:read workflows:read workflows:run"
 ACME_ADMIN_TOOLS = {
     "whoami",
     "set_display_name",
@@ -279,6 +294,8 @@ ACME_ADMIN_TOOLS = {
     "run_query",
     "get_data_preferences",
     "set_data_preferences",
+    *VIEWER_WORKFLOW_TOOLS,
+    "invoke_agent",
 }
 
 

@@ -21,7 +21,15 @@ def test_the_authorization_server_metadata_advertises_what_mcp_clients_need(serv
     assert "none" in metadata["token_endpoint_auth_methods_supported"]
     assert metadata["client_id_metadata_document_supported"] is True
     assert metadata["authorization_response_iss_parameter_supported"] is True
-    assert metadata["scopes_supported"] == ["data_agent:write", "mcp:read", "mcp:write", "ontologies:read"]
+    assert metadata["scopes_supported"] == [
+        "data_agent:write",
+        "mcp:read",
+        "mcp:write",
+        "ontologies:read",
+        "workflows:agent",
+        "workflows:read",
+        "workflows:run",
+    ]
 
 
 @pytest.mark.parametrize(
@@ -33,7 +41,15 @@ def test_the_protected_resource_metadata_names_the_mcp_endpoint(server, path):
     assert response.json() == {
         "resource": server.mcp_url,
         "authorization_servers": [server.base_url],
-        "scopes_supported": ["data_agent:write", "mcp:read", "mcp:write", "ontologies:read"],
+        "scopes_supported": [
+            "data_agent:write",
+            "mcp:read",
+            "mcp:write",
+            "ontologies:read",
+            "workflows:agent",
+            "workflows:read",
+            "workflows:run",
+        ],
         "bearer_methods_supported": ["header"],
         "resource_name": "Gatehouse MCP",
     }

@@ -27,7 +27,14 @@ from data_agent.models import AgentPreference, Ontology
 from data_agent.sample import ONTOLOGY_NAME
 from data_agent.selectors import data_source_url
 from tests.e2e.conftest import _serve, person_of
-from tests.e2e.harness import DaphneServer, MemoryTokenStorage, Person, RoundRobin, sdk_client
+from tests.e2e.harness import (
+    ACME_VIEWER_TOOLS,
+    DaphneServer,
+    MemoryTokenStorage,
+    Person,
+    RoundRobin,
+    sdk_client,
+)
 from tests.factories import MembershipFactory
 
 pytestmark = pytest.mark.django_db
@@ -282,7 +289,7 @@ async def test_a_viewer_reads_their_own_preferences_and_still_cannot_change_them
         read = await client.call_tool("get_data_preferences", {})
         with pytest.raises(MCPError) as refused:
             await client.call_tool("set_data_preferences", {"notes": "changed"})
-    assert tools == {"whoami", "get_data_preferences"}
+    assert tools == set(ACME_VIEWER_TOOLS)
     assert read.structured_content == {"defaultTimePeriod": "", "notes": "Bob's own note"}
     assert refused.value.error.code == FORBIDDEN
     assert refused.value.error.data["missing"] == ["data_agent:write"]

@@ -29,7 +29,10 @@ def assert_challenge(response: httpx.Response, server, *, error: str | None) -> 
     challenge = response.headers["www-authenticate"]
     assert challenge.startswith("Bearer ")
     assert f'resource_metadata="{server.base_url}/.well-known/oauth-protected-resource/mcp"' in challenge
-    assert 'scope="data_agent:write mcp:read mcp:write ontologies:read"' in challenge
+    assert (
+        'scope="data_agent:write mcp:read mcp:write ontologies:read workflows:agent workflows:read'
+        ' workflows:run"'
+    ) in challenge
     if error:
         assert f'error="{error}"' in challenge
     else:

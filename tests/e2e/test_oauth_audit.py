@@ -131,6 +131,9 @@ async def test_a_whole_connection_audits_registration_login_consent_and_token_on
         "mcp:read",
         "mcp:write",
         "ontologies:read",
+        "workflows:agent",
+        "workflows:read",
+        "workflows:run",
     ]
 
     assert (issued.action, issued.outcome) == (AuditAction.TOKEN_ISSUED, AuditOutcome.OK)

@@ -8,7 +8,7 @@ from mcp.shared.exceptions import MCPError
 
 from accounts.models import User
 from tests.e2e.conftest import person_of
-from tests.e2e.harness import Person, sdk_client
+from tests.e2e.harness import ACME_VIEWER_SCOPE, ACME_VIEWER_TOOLS, Person, sdk_client
 from tests.e2e.oauth_driver import OAuthDriver
 from tests.e2e.raw_mcp import MCP_HEADERS, initialize_body
 
@@ -36,10 +36,11 @@ async def test_a_viewer_sees_only_read_tools_and_cannot_call_a_write_tool(server
     bob = Person("bob")
     async with sdk_client(server, bob) as (client, storage):
         tools = await client.list_tools()
-        # Read tools only: who they are, and their own data agent preferences.
-        assert [tool.name for tool in tools.tools] == ["whoami", "get_data_preferences"]
+        # Read tools only: who they are, their own data agent preferences, and the workflow tools
+        # (each command is checked against the scopes of what it runs).
+        assert [tool.name for tool in tools.tools] == ACME_VIEWER_TOOLS
         assert storage.tokens is not None
-        assert storage.tokens.scope == "mcp:read ontologies:read"
+        assert storage.tokens.scope == ACME_VIEWER_SCOPE
 
         with pytest.raises(MCPError) as refusal:
             await client.call_tool("set_display_name", {"display_name": "Bobby"})

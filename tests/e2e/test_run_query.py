@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import psycopg
 import pytest
@@ -104,18 +105,29 @@ async def test_rows_past_the_text_bound_stay_whole_in_structured_content_and_the
 
 
 async def test_every_structured_answer_repeats_its_structured_content_as_text(server, acme_sales):
-    calls = [
+    calls: list[tuple[str, dict[str, Any]]] = [
         ("whoami", {}),
         ("set_display_name", {"display_name": "Alice A."}),
         ("get_data_preferences", {}),
         ("set_data_preferences", {}),
         ("run_query", {"ontologyId": str(acme_sales.id), "sql": "SELECT name FROM regions ORDER BY name"}),
+        ("initialize", {}),
+        ("get_workflow_info", {}),
+        ("get_commands", {}),
+        ("execute_command", {"command": "catalogue/ListCategories"}),
+        ("invoke_assistant", {"user_query": "orders/OrdersByStatus"}),
+        ("post_feedback", {"binary_or_numeric_score": True}),
+        ("list_conversations", {}),
+        ("new_conversation", {}),
     ]
     async with sdk_client(server, Person("alice")) as (client, _):
         listed = {t.name: t for t in (await client.list_tools()).tools}
-        # ask_question's answers are checked in test_ask_question (it needs a scripted model).
+        # ask_question's and invoke_agent's answers are checked in test_ask_question and
+        # test_workflow_tools (they need a scripted model); activate_conversation's there too.
         assert {name for name, t in listed.items() if t.output_schema} == {name for name, _ in calls} | {
-            "ask_question"
+            "ask_question",
+            "invoke_agent",
+            "activate_conversation",
         }
         for name, arguments in calls:
             result = await client.call_tool(name, arguments)

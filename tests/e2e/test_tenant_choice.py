@@ -5,7 +5,14 @@ from __future__ import annotations
 import pytest
 
 from accounts.models import Tenant
-from tests.e2e.harness import Browser, Person, redirect_params, sdk_client
+from tests.e2e.harness import (
+    ACME_VIEWER_SCOPE,
+    ACME_VIEWER_TOOLS,
+    Browser,
+    Person,
+    redirect_params,
+    sdk_client,
+)
 from tests.e2e.oauth_driver import OAuthDriver
 from tests.factories import DEFAULT_PASSWORD, MembershipFactory, UserFactory
 
@@ -54,8 +61,8 @@ async def test_the_chosen_tenant_and_its_role_decide_what_the_token_can_do(serve
     async with sdk_client(server, dana_in_acme) as (client, storage):
         tools = await client.list_tools()
         whoami = await client.call_tool("whoami", {})
-    assert [tool.name for tool in tools.tools] == ["whoami", "get_data_preferences"]
+    assert [tool.name for tool in tools.tools] == ACME_VIEWER_TOOLS
     assert whoami.structured_content is not None
     assert whoami.structured_content["tenant"]["slug"] == "acme"
     assert storage.tokens is not None
-    assert storage.tokens.scope == "mcp:read ontologies:read"
+    assert storage.tokens.scope == ACME_VIEWER_SCOPE

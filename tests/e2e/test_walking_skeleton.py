@@ -28,7 +28,15 @@ async def test_the_sdk_client_signs_in_consents_and_calls_whoami(server):
     assert identity["user"]["username"] == "alice"
     assert identity["tenant"] == {"slug": "acme", "name": "Acme"}
     assert identity["role"] == "admin"
-    assert identity["scopes"] == ["data_agent:write", "mcp:read", "mcp:write", "ontologies:read"]
+    assert identity["scopes"] == [
+        "data_agent:write",
+        "mcp:read",
+        "mcp:write",
+        "ontologies:read",
+        "workflows:agent",
+        "workflows:read",
+        "workflows:run",
+    ]
     assert identity["client"]["name"] == "Gatehouse e2e client"
     assert alice.logins == 1
     assert storage.client_info is not None

@@ -153,6 +153,35 @@ async def test_the_sdk_client_signs_in_as_alice_calls_whoami_and_run_query_and_r
 
 PARALLEL_REFRESHES = 10
 
+NORDICS = (
+    "SELECT c.name, c.segment, c.signup_date FROM customers c JOIN regions r ON r.id = c.region_id"
+    " WHERE r.name = 'Nordics' ORDER BY c.name"
+)
+
+
+async def test_the_workflow_walk_through_works_on_sqlite(fresh):
+    """docs/workflows.md's first session, as a newcomer follows it right after `make run`."""
+    server = fresh.serving()
+    expected = await asyncio.to_thread(_sample_rows, fresh, NORDICS)
+    async with sdk_client(server, Person("alice", password=fresh.password)) as (client, _):
+        started = await client.call_tool("initialize", {})
+        commands = await client.call_tool("get_commands", {})
+        nordics = await client.call_tool(
+            "execute_command", {"command": "customers/CustomersInRegion <region>Nordics</region>"}
+        )
+        assisted = await client.call_tool("invoke_assistant", {"user_query": "/orders/OrdersByStatus"})
+        rotated = await client.call_tool("new_conversation", {})
+        listed = await client.call_tool("list_conversations", {})
+    for result in (started, commands, nordics, assisted, rotated, listed):
+        assert not result.is_error, result
+        assert result.structured_content is not None
+    assert started.structured_content["workflow_info"]["workflow_name"] == "Sales analyst"
+    assert nordics.structured_content["command_responses"][0]["artifacts"]["rows"] == expected
+    assert assisted.structured_content["command_name"] == "orders/OrdersByStatus"
+    assert rotated.structured_content["summary_source"] == "derived"
+    closed = rotated.structured_content["previous_conversation_id"]
+    assert closed in [c["conversation_id"] for c in listed.structured_content["conversations"]]
+
 
 async def _refresh_in_parallel(
     server: MakeRun, *, refresh_token: str, client_id: str
