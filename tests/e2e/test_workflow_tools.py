@@ -658,3 +658,26 @@ async def test_lone_surrogates_and_invalid_utf8_are_refused(wf_server):
     assert not_utf8.status_code in (400, 200)
     (message,) = sse_messages(not_utf8)
     assert message["error"]["code"] in (-32700, -32600, -32602), message
+
+
+async def test_new_conversation_with_a_model_and_when_the_model_fails(wf_server, acme_model, script):
+    script(
+        conversation_summary=[
+            {"error": "RateLimitError"},
+            json.dumps({"topic": "Order statuses", "summary": "Counted the orders in each status."}),
+        ]
+    )
+    async with sdk_client(wf_server, Person("alice")) as (client, _):
+        conversation_id, _before = await _started(client)
+        await client.call_tool("execute_command", {"command": "orders/OrdersByStatus"})
+        failed = await _error(client.call_tool("new_conversation", {}))
+        unchanged = _structured(await client.call_tool("initialize", {}))
+        rotated = _structured(await client.call_tool("new_conversation", {}))
+    assert failed.error.code == -32005
+    assert unchanged["conversation_id"] == conversation_id
+    assert rotated["previous_conversation_id"] == conversation_id
+    assert rotated["summary_source"] == "model"
+    assert rotated["topic"].startswith("Order statuses")
+    assert rotated["summary"] == "Counted the orders in each status."
+    closed = await Conversation.objects.aget(pk=conversation_id)
+    assert (closed.topic, closed.summary_derived) == (rotated["topic"], False)
