@@ -22,6 +22,7 @@ from data_agent.models import Ontology
 from data_agent.sample import sample_database_ensure
 from language_models.services import language_model_ensure_default
 from workflows.demo import workflow_demo_ensure
+from workflows.models import Workflow
 
 DEMO_TENANTS = [("acme", "Acme"), ("globex", "Globex")]
 DEMO_MODEL_NAME = "Demo model"
@@ -44,6 +45,7 @@ class DemoPeople:
 class Demo:
     people: DemoPeople
     ontology: Ontology
+    workflow: Workflow
 
 
 def demo_password_problems(*, password: str) -> list[str]:
@@ -87,11 +89,11 @@ def demo_ensure(*, password: str | None, reset_existing: bool, language_model: s
     # Outside the transaction: the sample database is filled over connections of its own.
     ontology = sample_database_ensure(tenant=tenants["acme"])
     # Over the sample database's ontology, so after it.
-    workflow_demo_ensure(tenant=tenants["acme"])
+    workflow = workflow_demo_ensure(tenant=tenants["acme"])
     people = DemoPeople(
         password=people_password, generated=password is None, created=tuple(created), changed=tuple(changed)
     )
-    return Demo(people=people, ontology=ontology)
+    return Demo(people=people, ontology=ontology, workflow=workflow)
 
 
 def _people_ensure(

@@ -102,3 +102,28 @@ def test_the_sample_is_read_through_a_role_that_cannot_write(monkeypatch):
         ):
             with pytest.raises(psycopg.errors.InsufficientPrivilege):
                 reader.execute(statement)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_demo_gives_acme_the_sales_analyst_workflow_with_its_toolset_on(monkeypatch):
+    from io import StringIO
+
+    from django.core.management import call_command
+
+    from mcp_gateway.models import TenantToolset
+    from workflows.models import Workflow, WorkflowCommand
+
+    monkeypatch.setenv("DEMO_PASSWORD", "demo-password-for-tests")
+    out = StringIO()
+    call_command("bootstrap_demo", stdout=out)
+    again = StringIO()
+    call_command("bootstrap_demo", stdout=again)
+
+    workflow = Workflow.objects.get(tenant__slug="acme")
+    assert workflow.name == "Sales analyst"
+    assert WorkflowCommand.objects.filter(context__workflow=workflow).count() == 13
+    assert TenantToolset.objects.get(tenant__slug="acme", toolset="workflows").enabled
+    assert "Workflow for acme: 'Sales analyst'" in out.getvalue()
+    # A second run keeps the workflow it made (and whatever an operator changed in it).
+    assert Workflow.objects.get(tenant__slug="acme").pk == workflow.pk
+    assert not Workflow.objects.filter(tenant__slug="globex").exists()

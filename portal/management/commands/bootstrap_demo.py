@@ -45,6 +45,9 @@ class Command(BaseCommand):
         if ontology.status != OntologyStatus.READY and ontology.status_detail:
             self.stdout.write(f"  {ontology.status_detail}")
         self.stdout.write(
+            f"Workflow for acme: {demo.workflow.name!r}, with the workflows toolset on (docs/workflows.md)."
+        )
+        self.stdout.write(
             "Demo tenants: acme, globex. Users: alice (acme admin), bob (acme viewer), carol (globex admin)."
         )
         if demo_model:
