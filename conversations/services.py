@@ -16,11 +16,9 @@ from __future__ import annotations
 import math
 import secrets
 import uuid
-from datetime import datetime, timedelta
 from typing import Any
 
 from django.db import IntegrityError, transaction
-from django.db.models import Q
 from django.utils import timezone
 
 from conversations.models import (
@@ -51,7 +49,6 @@ FEEDBACK_NO_TURN = "The active conversation has no turn yet to give feedback on.
 FEEDBACK_SCORE_NOT_FINITE = "binary_or_numeric_score must be a finite number or a boolean."
 FEEDBACK_TOO_LONG = f"nl_feedback has at most {FEEDBACK_MAX_CHARS} characters."
 TOPIC_RACE_LOST = "Another conversation of yours took this topic at the same moment; try again."
-TURN_IN_PROGRESS = "A turn is already in progress in this session; retry in {seconds} s."
 TURN_KIND_UNKNOWN = "A turn's kind is one of: {kinds}."
 UNTITLED_TOPIC = "Untitled conversation"
 TOO_DEEP = f"(nested deeper than {MAX_JSON_DEPTH} levels; not kept)"
@@ -64,9 +61,6 @@ TOPIC_SUFFIX_MAX = 1000
 # Enough of a topic key to find every suffixed variant in one query (a suffix never shortens a
 # topic below 190 characters, so the first 32 of its key never change).
 TOPIC_KEY_PREFIX_CHARS = 32
-# A hold longer than any turn's timeout is a caller's mistake; cap it, so a bad value cannot lock
-# a session for years (nor overflow a datetime).
-TURN_LOCK_MAX_SECONDS = 24 * 3600
 
 
 def _binding_locked(*, key: str, user_id: int, tenant_id: int) -> SessionBinding:
@@ -369,35 +363,3 @@ def turn_feedback(
         turn.feedback_at = timezone.now()
         turn.save(update_fields=fields)
     return turn
-
-
-def turn_lock_take(*, key: str, seconds: float) -> None:
-    """Hold the binding for one turn of at most ``seconds``; ``Conflict`` while another turn, on
-    any worker, holds it. An expired hold (a worker that died mid-turn) is simply taken over."""
-    seconds = min(seconds, TURN_LOCK_MAX_SECONDS) if math.isfinite(seconds) and seconds > 0 else 1.0
-    # A binding released between our UPDATE and our read is free again: take it on the next round.
-    for _ in range(RACE_ATTEMPTS):
-        now = timezone.now()
-        free = Q(turn_until__isnull=True) | Q(turn_until__lt=now)
-        if SessionBinding.objects.filter(free, key=key).update(turn_until=now + timedelta(seconds=seconds)):
-            return
-        rows = list(SessionBinding.objects.filter(key=key).values_list("turn_until", flat=True)[:1])
-        if not rows:
-            raise NotFound(INITIALIZE_FIRST)
-        # Read the clock again: a turn that won while we waited ends after our first reading plus
-        # its hold, and the wait we announce must not exceed its hold.
-        held, now = rows[0], timezone.now()
-        if held is not None and held > now:
-            wait = turn_retry_after_seconds(until=held, now=now)
-            raise Conflict(TURN_IN_PROGRESS.format(seconds=wait), retry_after_seconds=wait)
-    raise Conflict(TURN_IN_PROGRESS.format(seconds=1), retry_after_seconds=1)
-
-
-def turn_retry_after_seconds(*, until: datetime, now: datetime) -> int:
-    """Whole seconds until a hold ends, rounded up and never 0 (a client told "retry in 0 s"
-    would retry at once and be refused again)."""
-    return max(1, math.ceil((until - now).total_seconds()))
-
-
-def turn_lock_release(*, key: str) -> None:
-    SessionBinding.objects.filter(key=key).update(turn_until=None)

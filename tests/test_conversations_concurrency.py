@@ -14,7 +14,8 @@ import pytest
 from django.db import connection, connections, transaction
 
 from conversations.models import Conversation, SessionBinding
-from conversations.services import conversation_initialize, conversation_rotate, turn_lock_take
+from conversations.services import conversation_initialize, conversation_rotate
+from conversations.turn_lock import turn_lock_take
 from core.errors import Conflict
 from tests.factories import ConversationFactory, SessionBindingFactory
 from tests.python_process import python_run
@@ -147,7 +148,8 @@ from django.utils import timezone
 from accounts.models import Tenant, User
 from conversations.models import SessionBinding
 from conversations.services import conversation_initialize, conversation_rotate, turn_feedback
-from conversations.services import turn_lock_release, turn_lock_take, turn_record
+from conversations.services import turn_record
+from conversations.turn_lock import turn_lock_release, turn_lock_take
 from core.errors import Conflict
 
 user = User.objects.create_user(username="ada", password="x")

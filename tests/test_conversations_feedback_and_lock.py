@@ -16,10 +16,8 @@ from conversations.services import (
     FEEDBACK_TOO_LONG,
     conversation_initialize,
     turn_feedback,
-    turn_lock_release,
-    turn_lock_take,
-    turn_retry_after_seconds,
 )
+from conversations.turn_lock import turn_lock_release, turn_lock_take, turn_retry_after_seconds
 from core.errors import Conflict, InvalidInput, NotFound
 from tests.factories import ConversationFactory, SessionBindingFactory, TurnFactory
 

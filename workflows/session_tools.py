@@ -19,10 +19,9 @@ from conversations.services import (
     conversation_initialize,
     conversation_rotate,
     turn_feedback,
-    turn_lock_release,
-    turn_lock_take,
 )
 from conversations.summaries import conversation_summary_write
+from conversations.turn_lock import turn_lock_release, turn_lock_take
 from core.db import db_call
 from core.errors import GatehouseError, NotFound, PermissionDenied, Unavailable
 from language_models.selectors import ModelConfig, NoModelConfigured, language_model_for_tenant

@@ -112,6 +112,22 @@ def _output(
     )
 
 
+def _one_command_output(*, workflow_name: str, state: TurnState, text: str, run: CommandRun) -> CommandOutput:
+    """The answer of a turn that ran one command, with that command's two trace events."""
+    state.traces.extend(
+        trace_pair(
+            raw_command=text,
+            command_name=run.qualified_name,
+            parameters=run.parameters,
+            response_text=run.response.response,
+            success=run.success,
+        )
+    )
+    return _output(
+        workflow_name=workflow_name, state=state, run=run, responses=[run.response], success=run.success
+    )
+
+
 @tool(
     name="execute_command",
     title="Run one workflow command",
@@ -133,18 +149,7 @@ async def execute_command(
         identity = state.bound.caller.identity
         name = state.bound.workflow.name
         run = await _run_text(ctx=ctx, identity=identity, state=state, text=command, via="execute_command")
-        state.traces.extend(
-            trace_pair(
-                raw_command=command,
-                command_name=run.qualified_name,
-                parameters=run.parameters,
-                response_text=run.response.response,
-                success=run.success,
-            )
-        )
-        return _output(
-            workflow_name=name, state=state, run=run, responses=[run.response], success=run.success
-        )
+        return _one_command_output(workflow_name=name, state=state, text=command, run=run)
 
     output = await turn_run(
         ctx=ctx, kind=TurnKind.COMMAND, request=command, timeout_seconds=_execute_timeout(), body=body
@@ -220,18 +225,7 @@ async def invoke_assistant(
                 )
             )
             return _output(workflow_name=name, state=state, run=None, responses=[response], success=False)
-        state.traces.extend(
-            trace_pair(
-                raw_command=mapping.command_text,
-                command_name=run.qualified_name,
-                parameters=run.parameters,
-                response_text=run.response.response,
-                success=run.success,
-            )
-        )
-        return _output(
-            workflow_name=name, state=state, run=run, responses=[run.response], success=run.success
-        )
+        return _one_command_output(workflow_name=name, state=state, text=mapping.command_text, run=run)
 
     output = await turn_run(
         ctx=ctx, kind=TurnKind.ASSISTANT, request=user_query, timeout_seconds=timeout_seconds, body=body

@@ -25,7 +25,8 @@ from mcp.server.mcpserver import Context
 
 from conversations.models import TurnKind
 from conversations.selectors import binding_get, binding_key
-from conversations.services import binding_set_context, turn_lock_release, turn_lock_take, turn_record
+from conversations.services import binding_set_context, turn_record
+from conversations.turn_lock import turn_lock_release, turn_lock_take
 from core.db import db_call
 from core.errors import NotFound, Timeout
 from core.identity import Identity

@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import psycopg
 import pytest
 from mcp.shared.exceptions import MCPError
@@ -380,9 +381,12 @@ async def test_a_turn_past_its_time_limit_leaves_no_half_turn(wf_server, acme_mo
 async def test_a_second_turn_on_another_worker_is_a_conflict(wf_server, second_wf_server, acme_model, script):
     """One MCP session, two worker processes: the turn runs on the first, and the second refuses
     another turn of the same session from what the database says."""
-    script(workflow_agent=TWO_STEPS, delays={"workflow_agent": 4})
+    # Each of the agent's three model calls waits this long; the refusal comes during the first.
+    script(workflow_agent=TWO_STEPS, delays={"workflow_agent": 2})
     scope = "workflows:read workflows:run workflows:agent data_agent:write ontologies:read"
     raw = RawMcp(await access_token(wf_server, Person("alice"), scope=scope))
+    # The turn (and litellm's first import in a fresh process) outlasts RawMcp's 15 s on a busy machine.
+    raw.http.timeout = httpx.Timeout(120)
     try:
         session_id = await raw.initialize(wf_server.mcp_url)
         await raw.result(
