@@ -74,6 +74,30 @@ def audit_notes_apart() -> Iterator[dict[str, Any]]:
         _notes.reset(token)
 
 
+def audit_failure(
+    *,
+    action: AuditAction,
+    code: int,
+    message: str,
+    data: Any,
+    scope: RateLimitScope,
+    detail: dict[str, Any],
+) -> tuple[AuditAction, AuditOutcome]:
+    """How a call that failed with JSON-RPC ``code`` is recorded: a missing scope as
+    ``permission.denied`` and a limit as ``rate.limited`` (both ``denied``, with their data), else
+    ``action`` with outcome ``error`` and the message. Fills ``detail`` accordingly."""
+    detail["code"] = code
+    if code == PermissionDenied.jsonrpc_code:
+        detail["data"] = data
+        return AuditAction.PERMISSION_DENIED, AuditOutcome.DENIED
+    if code == RateLimited.jsonrpc_code:
+        detail["scope"] = scope.value
+        detail["data"] = data
+        return AuditAction.RATE_LIMITED, AuditOutcome.DENIED
+    detail["message"] = message[:500]
+    return action, AuditOutcome.ERROR
+
+
 class AuditTrail:
     def __init__(self, registry: Registry) -> None:
         self.registry = registry
@@ -103,18 +127,14 @@ class AuditTrail:
                 detail["isError"] = True
             return result
         except MCPError as error:
-            code = error.error.code
-            detail["code"] = code
-            if code == PermissionDenied.jsonrpc_code:
-                action, outcome = AuditAction.PERMISSION_DENIED, AuditOutcome.DENIED
-                detail["data"] = error.error.data
-            elif code == RateLimited.jsonrpc_code:
-                action, outcome = AuditAction.RATE_LIMITED, AuditOutcome.DENIED
-                detail["scope"] = limit_scope.value
-                detail["data"] = error.error.data
-            else:
-                outcome = AuditOutcome.ERROR
-                detail["message"] = error.error.message[:500]
+            action, outcome = audit_failure(
+                action=action,
+                code=error.error.code,
+                message=error.error.message,
+                data=error.error.data,
+                scope=limit_scope,
+                detail=detail,
+            )
             raise
         except asyncio.CancelledError:
             outcome = AuditOutcome.ERROR

@@ -14,7 +14,6 @@ from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 
-from core.db import db_call
 from core.errors import InsufficientScope, InvalidInput
 from core.identity import Identity
 from core.models import RateLimitScope
@@ -25,7 +24,7 @@ from mcp_gateway.jsonrpc_errors import as_mcp_error
 from mcp_gateway.rbac import missing_scopes, tool_allowed
 from mcp_gateway.registry import Registry, ToolSpec
 from mcp_gateway.sdk import server_resource_finder
-from mcp_gateway.toolset_access import toolsets_enabled, toolsets_enabled_cached
+from mcp_gateway.toolset_access import toolsets_enabled_async
 
 UNKNOWN_TOOL = "Unknown tool"
 UNKNOWN_RESOURCE = "Unknown resource"
@@ -117,10 +116,7 @@ class RequestGuard:
             raise as_mcp_error(error) from error
 
     async def _enabled(self, identity: Identity) -> frozenset[str]:
-        cached = toolsets_enabled_cached(tenant_id=identity.tenant_id)
-        if cached is not None:
-            return cached
-        return await db_call(toolsets_enabled, tenant_id=identity.tenant_id, registry=self.registry)
+        return await toolsets_enabled_async(tenant_id=identity.tenant_id, registry=self.registry)
 
     def _filter_listing(
         self, method: str, result: dict[str, Any], identity: Identity, enabled: frozenset[str]

@@ -10,6 +10,7 @@ import time
 
 from accounts.models import Tenant
 from core.conf import gatehouse_settings
+from core.db import db_call
 from mcp_gateway.models import TenantToolset
 from mcp_gateway.registry import Registry
 
@@ -22,6 +23,15 @@ def toolsets_enabled_cached(*, tenant_id: int) -> frozenset[str] | None:
     if cached is not None and cached[0] > time.monotonic():
         return cached[1]
     return None
+
+
+async def toolsets_enabled_async(*, tenant_id: int, registry: Registry) -> frozenset[str]:
+    """``toolsets_enabled`` from the event loop: the cached answer without a thread hop when there
+    is one, else the query on Django's worker thread."""
+    cached = toolsets_enabled_cached(tenant_id=tenant_id)
+    if cached is not None:
+        return cached
+    return await db_call(toolsets_enabled, tenant_id=tenant_id, registry=registry)
 
 
 def toolsets_enabled(*, tenant_id: int, registry: Registry) -> frozenset[str]:

@@ -21,19 +21,18 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import CallToolResult
 
 from core.audit import audit_arguments, audit_entry, audit_record_async
-from core.db import db_call
-from core.errors import GatehouseError, InsufficientScope, InvalidInput, PermissionDenied, RateLimited
+from core.errors import GatehouseError, InsufficientScope, InvalidInput
 from core.identity import Identity
 from core.models import AuditAction, AuditOutcome, RateLimitScope
 from core.ratelimit import rate_limit_mcp
 from data_agent.query_pool import QuerySource, query_run_fairly
 from data_agent.query_slots import QueryCaller
 from data_agent.query_tool import query_summary
-from mcp_gateway.audit_trail import NOTE_MAX_CHARS, audit_notes_apart
+from mcp_gateway.audit_trail import NOTE_MAX_CHARS, audit_failure, audit_notes_apart
 from mcp_gateway.guard import UNKNOWN_TOOL
 from mcp_gateway.registry import default_registry
 from mcp_gateway.sdk import context_call_tool
-from mcp_gateway.toolset_access import toolsets_enabled, toolsets_enabled_cached
+from mcp_gateway.toolset_access import toolsets_enabled_async
 from workflows.outputs import CommandResponse
 
 NEEDS_INPUT = "The tool asked for more input, which a workflow command cannot give it."
@@ -72,13 +71,6 @@ async def query_command_run(
     return CommandResponse(response=summary, artifacts=artifacts), noted
 
 
-async def _enabled_toolsets(identity: Identity) -> frozenset[str]:
-    cached = toolsets_enabled_cached(tenant_id=identity.tenant_id)
-    if cached is not None:
-        return cached
-    return await db_call(toolsets_enabled, tenant_id=identity.tenant_id, registry=default_registry())
-
-
 async def tool_command_run(
     *,
     ctx: Context,
@@ -104,7 +96,9 @@ async def tool_command_run(
     notes: dict[str, Any] = {}
     started = time.perf_counter()
     try:
-        if spec is None or registry.toolset_of_tool(tool_name) not in await _enabled_toolsets(identity):
+        if spec is None or registry.toolset_of_tool(tool_name) not in await toolsets_enabled_async(
+            tenant_id=identity.tenant_id, registry=registry
+        ):
             raise InvalidInput(f"{UNKNOWN_TOOL}: {tool_name}", data={"tool": tool_name})
         missing = spec.scopes - identity.scopes
         if missing:
@@ -136,19 +130,14 @@ async def tool_command_run(
             response=text, artifacts=dict(result.structured_content or {})
         )
     except (MCPError, GatehouseError) as error:
-        code = error_code(error)
-        detail["code"] = code
-        data = error.error.data if isinstance(error, MCPError) else error.data
-        if code == PermissionDenied.jsonrpc_code:
-            action, outcome = AuditAction.PERMISSION_DENIED, AuditOutcome.DENIED
-            detail["data"] = data
-        elif code == RateLimited.jsonrpc_code:
-            action, outcome = AuditAction.RATE_LIMITED, AuditOutcome.DENIED
-            detail["scope"] = RateLimitScope.TOOL.value
-            detail["data"] = data
-        else:
-            outcome = AuditOutcome.ERROR
-            detail["message"] = (error.error.message if isinstance(error, MCPError) else error.message)[:500]
+        action, outcome = audit_failure(
+            action=action,
+            code=error_code(error),
+            message=error.error.message if isinstance(error, MCPError) else error.message,
+            data=error.error.data if isinstance(error, MCPError) else error.data,
+            scope=RateLimitScope.TOOL,
+            detail=detail,
+        )
         raise
     except asyncio.CancelledError:
         outcome = AuditOutcome.ERROR
