@@ -7,11 +7,15 @@ imported by its bare name.
 
 from __future__ import annotations
 
+import contextlib
 import secrets
+import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -84,3 +88,43 @@ def access_token_for_alice(*, scope: str, resource: str) -> str:
         resource=[resource],
     )
     return token
+
+
+@contextlib.contextmanager
+def daphne_serving(*, port: int, env: dict[str, str]) -> Iterator[None]:
+    """Gatehouse under Daphne on ``port`` for the block; if the block fails, the end of the
+    server's log goes to stderr. A SIGTERM to the benchmark still stops the server."""
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    with tempfile.TemporaryFile() as log:
+        server = subprocess.Popen(
+            [
+                PYTHON,
+                "-m",
+                "daphne",
+                "-v",
+                "0",
+                "-b",
+                "127.0.0.1",
+                "-p",
+                str(port),
+                "config.asgi:application",
+            ],
+            cwd=BASE_DIR,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+        try:
+            wait_for(port, server)
+            yield
+        except BaseException:
+            log.seek(0)
+            sys.stderr.write(log.read()[-4000:].decode(errors="replace"))
+            raise
+        finally:
+            server.terminate()
+            try:
+                server.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                server.kill()
+                server.wait()

@@ -32,11 +32,8 @@ import asyncio
 import json
 import os
 import secrets
-import signal
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -46,7 +43,7 @@ from typing import Any
 import aiohttp
 import httpx2
 import psycopg
-from bench_support import BASE_DIR, PYTHON, access_token_for_alice, free_port, prepare_database, wait_for
+from bench_support import BASE_DIR, access_token_for_alice, daphne_serving, free_port, prepare_database
 from cryptography.fernet import Fernet
 from jsonschema.validators import validator_for
 from mcp.client import Client
@@ -406,44 +403,11 @@ def main() -> None:
     token = mint_token(f"{public}/mcp")
     sample = acme_sample()
 
-    # A SIGTERM to the benchmark still stops its server (through the finally below).
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-    with tempfile.TemporaryFile() as log:
-        server = subprocess.Popen(
-            [
-                PYTHON,
-                "-m",
-                "daphne",
-                "-v",
-                "0",
-                "-b",
-                "127.0.0.1",
-                "-p",
-                str(port),
-                "config.asgi:application",
-            ],
-            cwd=BASE_DIR,
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
+    with daphne_serving(port=port, env=env):
+        print(f"Measuring ({args.iterations} iterations)...", file=sys.stderr)
+        results, floor, sizes = asyncio.run(
+            benchmark(mcp_url=f"{public}/mcp", token=token, sample=sample, iterations=args.iterations)
         )
-        try:
-            wait_for(port, server)
-            print(f"Measuring ({args.iterations} iterations)...", file=sys.stderr)
-            results, floor, sizes = asyncio.run(
-                benchmark(mcp_url=f"{public}/mcp", token=token, sample=sample, iterations=args.iterations)
-            )
-        except BaseException:
-            log.seek(0)
-            sys.stderr.write(log.read()[-4000:].decode(errors="replace"))
-            raise
-        finally:
-            server.terminate()
-            try:
-                server.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                server.kill()
-                server.wait()
     report(results, floor, sizes, args.iterations)
 
 

@@ -29,15 +29,12 @@ import argparse
 import asyncio
 import os
 import secrets
-import signal
-import subprocess
 import sys
-import tempfile
 from typing import Any
 
 import aiohttp
 import httpx2
-from bench_support import BASE_DIR, PYTHON, access_token_for_alice, free_port, prepare_database, wait_for
+from bench_support import access_token_for_alice, daphne_serving, free_port, prepare_database
 from cryptography.fernet import Fernet
 from mcp.client import Client
 from mcp.client.streamable_http import streamable_http_client
@@ -154,45 +151,13 @@ def main() -> None:
     token = access_token_for_alice(scope=SCOPES, resource=f"{public}/mcp")
     ontology_id = acme_ontology_id()
 
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-    with tempfile.TemporaryFile() as log:
-        server = subprocess.Popen(
-            [
-                PYTHON,
-                "-m",
-                "daphne",
-                "-v",
-                "0",
-                "-b",
-                "127.0.0.1",
-                "-p",
-                str(port),
-                "config.asgi:application",
-            ],
-            cwd=BASE_DIR,
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
-        try:
-            wait_for(port, server)
-            print(f"Measuring ({args.iterations} iterations)...", file=sys.stderr)
-            results = asyncio.run(
-                benchmark(
-                    mcp_url=f"{public}/mcp", token=token, ontology_id=ontology_id, iterations=args.iterations
-                )
+    with daphne_serving(port=port, env=env):
+        print(f"Measuring ({args.iterations} iterations)...", file=sys.stderr)
+        results = asyncio.run(
+            benchmark(
+                mcp_url=f"{public}/mcp", token=token, ontology_id=ontology_id, iterations=args.iterations
             )
-        except BaseException:
-            log.seek(0)
-            sys.stderr.write(log.read()[-4000:].decode(errors="replace"))
-            raise
-        finally:
-            server.terminate()
-            try:
-                server.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                server.kill()
-                server.wait()
+        )
     report(results, args.iterations)
 
 

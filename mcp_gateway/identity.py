@@ -18,7 +18,7 @@ from mcp.server.mcpserver import Context
 
 from core.errors import AuthenticationFailed
 from core.identity import Identity
-from mcp_gateway.asgi.scope_keys import IDENTITY_KEY
+from mcp_gateway.asgi.scope_keys import IDENTITY_KEY, SESSION_KEY
 
 _request: contextvars.ContextVar[Any] = contextvars.ContextVar("gatehouse_resource_request", default=None)
 
@@ -34,6 +34,13 @@ def identity_from_request(request: Any) -> Identity:
 
 def identity_from_context(ctx: Context) -> Identity:
     return identity_from_request(ctx.request_context.request)
+
+
+def session_id_from_context(ctx: Context) -> str | None:
+    """The handshake-era MCP session this request belongs to, as the audit trail records it; None
+    on 2026-07-28, which has no session."""
+    session = getattr(ctx.request_context.request, "scope", {}).get(SESSION_KEY)
+    return str(session.id) if session is not None else None
 
 
 def identity_from_current_request() -> Identity:

@@ -28,7 +28,7 @@ from data_agent.query_pool import QuerySource
 from data_agent.query_tool import query_source_for
 from data_agent.sql_gate import sql_gate_check
 from data_agent.sql_parameters import sql_placeholders
-from mcp_gateway.asgi.scope_keys import SESSION_KEY
+from mcp_gateway.identity import session_id_from_context
 from workflows import syntax
 from workflows.builtins import builtin_run
 from workflows.catalogue import (
@@ -249,12 +249,6 @@ def json_parameters(parameters: dict[str, Any]) -> dict[str, Any]:
     return {k: v.isoformat() if isinstance(v, date) else v for k, v in parameters.items()}
 
 
-def _session_id(ctx: Context) -> str:
-    # The MCP session of the request, as the audit trail records it; none on 2026-07-28.
-    session = getattr(ctx.request_context.request, "scope", {}).get(SESSION_KEY)
-    return str(session.id) if session is not None else ""
-
-
 async def command_run(
     *, resolved: ResolvedCommand, ctx: Context, identity: Identity, context: str, via: str
 ) -> CommandRun:
@@ -267,7 +261,7 @@ async def command_run(
     command = resolved.command
     action = command.action
     parameters = json_parameters(resolved.parameters)
-    session_id = _session_id(ctx)
+    session_id = session_id_from_context(ctx) or ""
     detail: dict[str, Any] = {"via": via, "parameters": parameters, "contextBefore": context}
     outcome = AuditOutcome.OK
     success = False

@@ -30,9 +30,8 @@ from conversations.turn_lock import turn_lock_release, turn_lock_take
 from core.db import db_call
 from core.errors import NotFound, Timeout
 from core.identity import Identity
-from mcp_gateway.asgi.scope_keys import SESSION_KEY
 from mcp_gateway.audit_trail import audit_note
-from mcp_gateway.identity import identity_from_context
+from mcp_gateway.identity import identity_from_context, session_id_from_context
 from workflows.catalogue import WorkflowView, workflow_view
 from workflows.outputs import CommandOutput, TraceEvent
 
@@ -79,8 +78,7 @@ class TurnState:
 
 def caller_of(ctx: Context) -> Caller:
     identity = identity_from_context(ctx)
-    session = getattr(ctx.request_context.request, "scope", {}).get(SESSION_KEY)
-    session_id = session.id if session is not None else None
+    session_id = session_id_from_context(ctx)
     key = binding_key(
         session_id=session_id,
         user_id=identity.user_id,
