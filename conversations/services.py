@@ -16,7 +16,8 @@ from __future__ import annotations
 import math
 import secrets
 import uuid
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from django.db import IntegrityError, transaction
 from django.utils import timezone
@@ -51,6 +52,7 @@ FEEDBACK_TOO_LONG = f"nl_feedback has at most {FEEDBACK_MAX_CHARS} characters."
 TOPIC_RACE_LOST = "Another conversation of yours took this topic at the same moment; try again."
 TURN_KIND_UNKNOWN = "A turn's kind is one of: {kinds}."
 UNTITLED_TOPIC = "Untitled conversation"
+T = TypeVar("T")
 TOO_DEEP = f"(nested deeper than {MAX_JSON_DEPTH} levels; not kept)"
 
 # A race lost (two first initializes, two rotations picking the same topic) is retried this many
@@ -96,22 +98,32 @@ def conversation_initialize(
     tenant, else their most recently updated one here, else a new one. Safe to repeat, and two
     concurrent calls for one key end on the same conversation."""
     _context_check(first_context)
+    # A lost race: another call created the binding first; the next attempt locks and reuses it.
+    return _atomic_retried(
+        lambda: _initialize(
+            key=key,
+            user_id=user_id,
+            tenant_id=tenant_id,
+            client_id=client_id,
+            conversation_id=conversation_id,
+            first_context=first_context,
+            session_id=session_id,
+        )
+    )
+
+
+def _atomic_retried(work: Callable[[], T], *, exhausted: Exception | None = None) -> T:
+    """``work`` in a transaction, tried again (up to ``RACE_ATTEMPTS`` in all) when a concurrent
+    writer made it break a unique constraint; then ``exhausted`` is raised, or the IntegrityError."""
     for attempt in range(1, RACE_ATTEMPTS + 1):
         try:
             with transaction.atomic():
-                return _initialize(
-                    key=key,
-                    user_id=user_id,
-                    tenant_id=tenant_id,
-                    client_id=client_id,
-                    conversation_id=conversation_id,
-                    first_context=first_context,
-                    session_id=session_id,
-                )
+                return work()
         except IntegrityError:
-            # Another call created the binding first; the next attempt locks and reuses it.
             if attempt == RACE_ATTEMPTS:
-                raise
+                if exhausted is None:
+                    raise
+                raise exhausted from None
     raise AssertionError("unreachable")
 
 
@@ -192,23 +204,14 @@ def conversation_rotate(
     binding to a new conversation, which is returned. All or nothing."""
     topic = _topic_clean(topic)
     summary = storable_text(summary.strip())[0][:SUMMARY_MAX_CHARS]
-    for attempt in range(1, RACE_ATTEMPTS + 1):
-        try:
-            with transaction.atomic():
-                return _rotate(
-                    key=key,
-                    user_id=user_id,
-                    tenant_id=tenant_id,
-                    topic=topic,
-                    summary=summary,
-                    derived=derived,
-                )
-        except IntegrityError:
-            # Another conversation of the person took the same topic key between our check and our
-            # write (conversation_topic_unique); the next attempt sees it and adds a suffix.
-            if attempt == RACE_ATTEMPTS:
-                raise Conflict(TOPIC_RACE_LOST, retry_after_seconds=1) from None
-    raise AssertionError("unreachable")
+    # A lost race: another conversation of the person took the same topic key between our check
+    # and our write (conversation_topic_unique); the next attempt sees it and adds a suffix.
+    return _atomic_retried(
+        lambda: _rotate(
+            key=key, user_id=user_id, tenant_id=tenant_id, topic=topic, summary=summary, derived=derived
+        ),
+        exhausted=Conflict(TOPIC_RACE_LOST, retry_after_seconds=1),
+    )
 
 
 def _rotate(
