@@ -43,6 +43,9 @@ PORT = env_int("PORT", default=8000, minimum=1)
 PUBLIC_URL = env_origin("PUBLIC_URL", default=f"http://127.0.0.1:{PORT}")
 MCP_PATH = "/mcp"
 MCP_RESOURCE_URL = f"{PUBLIC_URL}{MCP_PATH}"
+# The REST API is a protected resource of its own: a token bound to /mcp does not open it.
+API_PATH = "/api"
+API_RESOURCE_URL = f"{PUBLIC_URL}{API_PATH}"
 _public = urlsplit(PUBLIC_URL)
 _public_host = _public.hostname or ""
 _public_netloc = _public.netloc
@@ -81,6 +84,8 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "oauth2_provider",
+    # The REST API's library; installed so its docs page serves the Swagger UI it ships, never a CDN's.
+    "ninja",
     "core",
     "accounts",
     "oauth",
@@ -90,6 +95,8 @@ INSTALLED_APPS = [
     "language_models",
     # A tenant's workflow of commands (contexts, commands, YAML import/export).
     "workflows",
+    # One governed REST API and MCP tool for a tenant's language models.
+    "llm_gateway",
     "portal",
 ]
 

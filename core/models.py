@@ -37,6 +37,7 @@ class AuditAction(models.TextChoices):
     CODE_REPLAYED = "code.replayed", "Authorization code replayed"
     SERVER_ERROR = "server.error", "Server error"
     WORKFLOW_COMMAND = "workflow.command", "Workflow command run"
+    LLM_INVOKED = "llm.invoked", "Language model called (LLM gateway)"
 
 
 class AuditOutcome(models.TextChoices):

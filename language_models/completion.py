@@ -35,7 +35,16 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from core.conf import gatehouse_settings
-from core.errors import GatehouseError, NotReady, Timeout, Unavailable
+from core.errors import (
+    GatehouseError,
+    Timeout,
+    Unavailable,
+    UpstreamFailed,
+    UpstreamNotFound,
+    UpstreamRateLimited,
+    UpstreamRefused,
+    UpstreamRejectedRequest,
+)
 from language_models.metrics import metrics_llm_call
 from language_models.model_checks import (
     ModelKeyMissing,
@@ -59,6 +68,9 @@ LLM_STORED_KEY_REFUSED = (
 LLM_ENVIRONMENT_KEY_REFUSED = (
     "The language model provider refused the API key for {model} from the server's environment. An "
     "operator must correct that variable, or enter a key in the admin (Language models)."
+)
+LLM_HEADER_KEY_REFUSED = (
+    "The language model provider refused the API key given in X-Provider-Api-Key for {model}."
 )
 LLM_PERMISSION_DENIED = (
     "The language model provider refused {model} to the configured API key. An operator must give "
@@ -96,6 +108,8 @@ class Completion:
     model: str
     prompt_tokens: int
     completion_tokens: int
+    # What the provider charged, in US dollars, as litellm prices it; None when it cannot.
+    cost: float | None = None
 
 
 @dataclass(frozen=True)
@@ -139,6 +153,7 @@ async def llm_complete(
     messages: list[dict[str, str]],
     purpose: str,
     response_format: dict[str, Any] | None = None,
+    options: dict[str, Any] | None = None,
 ) -> Completion:
     """One chat completion from the tenant's model.
 
@@ -148,9 +163,12 @@ async def llm_complete(
     ``config.timeout_seconds`` bounds the whole call, retries included. A model or key that cannot
     work raises ``NotReady`` before any network; provider failures raise ``NotReady`` or
     ``Unavailable`` (see the module docstring), running out of time ``Timeout``. No message or log
-    line carries the API key.
+    line carries the API key. ``options`` are further litellm arguments (``top_p``, ``stop``...) the
+    caller has already checked.
     """
-    extra: dict[str, Any] = {} if response_format is None else {"response_format": response_format}
+    extra: dict[str, Any] = dict(options or {})
+    if response_format is not None:
+        extra["response_format"] = response_format
     response, started = await _completion_response(
         config=config, messages=messages, purpose=purpose, extra=extra
     )
@@ -161,8 +179,30 @@ async def llm_complete(
     if not text:
         raise Unavailable(LLM_EMPTY_ANSWER.format(model=config.model), data={"reason": "llm_empty_answer"})
     return Completion(
-        text=text, model=config.model, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens
+        text=text,
+        model=config.model,
+        prompt_tokens=prompt_tokens,
+        completion_tokens=completion_tokens,
+        cost=_cost(response),
     )
+
+
+def _cost(response: Any) -> float | None:
+    """litellm's price of the call (its own cost map), when it knows the model."""
+    hidden = getattr(response, "_hidden_params", None) or {}
+    cost = hidden.get("response_cost") if isinstance(hidden, dict) else None
+    if cost is None:
+        try:
+            import litellm
+
+            cost = litellm.completion_cost(completion_response=response)
+        except Exception:
+            # An unpriced model (a self-hosted one, a new name): no cost, not a failed call.
+            return None
+    try:
+        return float(cost)
+    except (TypeError, ValueError):
+        return None
 
 
 async def llm_complete_tools(
@@ -340,24 +380,54 @@ def _translate(error: Exception, *, config: ModelConfig) -> GatehouseError | Non
             LLM_TIMED_OUT.format(model=model, seconds=config.timeout_seconds),
             data={"reason": "llm_timeout", "timeoutSeconds": config.timeout_seconds},
         )
-    refused_key = LLM_STORED_KEY_REFUSED if config.api_key else LLM_ENVIRONMENT_KEY_REFUSED
+    refused_key = {"header": LLM_HEADER_KEY_REFUSED, "environment": LLM_ENVIRONMENT_KEY_REFUSED}.get(
+        config.key_source, LLM_STORED_KEY_REFUSED if config.api_key else LLM_ENVIRONMENT_KEY_REFUSED
+    )
+    if isinstance(error, openai.RateLimitError):
+        return UpstreamRateLimited(
+            LLM_RATE_LIMITED.format(model=model),
+            retry_after_seconds=_provider_retry_after(error),
+            reason="llm_rate_limited",
+        )
     # Most specific first: ContextWindowExceededError and PaymentRequiredError are BadRequestErrors,
-    # litellm's Timeout (handled above) an APIConnectionError, and everything an APIError.
+    # litellm's Timeout (handled above) an APIConnectionError, and everything an APIError. Each
+    # class carries its JSON-RPC code and its REST status (core.errors).
     table: list[tuple[type[Exception] | tuple[type[Exception], ...], type[GatehouseError], str, str]] = [
-        (llm.ContextWindowExceededError, NotReady, LLM_CONTEXT_TOO_LONG, "llm_context_window_exceeded"),
-        (llm.PaymentRequiredError, NotReady, LLM_PAYMENT_REQUIRED, "llm_payment_required"),
-        (openai.AuthenticationError, NotReady, refused_key, "llm_credentials_refused"),
-        (openai.PermissionDeniedError, NotReady, LLM_PERMISSION_DENIED, "llm_permission_denied"),
-        (openai.NotFoundError, NotReady, LLM_MODEL_NOT_FOUND, "llm_model_not_found"),
-        (openai.RateLimitError, Unavailable, LLM_RATE_LIMITED, "llm_rate_limited"),
-        (openai.BadRequestError, NotReady, LLM_REQUEST_REJECTED, "llm_request_rejected"),
+        (
+            llm.ContextWindowExceededError,
+            UpstreamRejectedRequest,
+            LLM_CONTEXT_TOO_LONG,
+            "llm_context_window_exceeded",
+        ),
+        (llm.PaymentRequiredError, UpstreamRefused, LLM_PAYMENT_REQUIRED, "llm_payment_required"),
+        (openai.AuthenticationError, UpstreamRefused, refused_key, "llm_credentials_refused"),
+        (openai.PermissionDeniedError, UpstreamRefused, LLM_PERMISSION_DENIED, "llm_permission_denied"),
+        (openai.NotFoundError, UpstreamNotFound, LLM_MODEL_NOT_FOUND, "llm_model_not_found"),
+        (openai.BadRequestError, UpstreamRejectedRequest, LLM_REQUEST_REJECTED, "llm_request_rejected"),
         (openai.APIConnectionError, Unavailable, LLM_UNREACHABLE, "llm_unreachable"),
-        (openai.APIError, Unavailable, LLM_PROVIDER_FAILED, "llm_provider_failed"),
+        (llm.ServiceUnavailableError, Unavailable, LLM_PROVIDER_FAILED, "llm_provider_failed"),
+        (openai.APIError, UpstreamFailed, LLM_PROVIDER_FAILED, "llm_provider_failed"),
     ]
     for kinds, kind, message, reason in table:
         if isinstance(error, kinds):
             return kind(message.format(model=model), data={"reason": reason})
     return None
+
+
+# When a provider's 429 gives no Retry-After of its own.
+PROVIDER_RETRY_AFTER_DEFAULT_SECONDS = 30
+
+
+def _provider_retry_after(error: Exception) -> int:
+    """The provider's own Retry-After (seconds), bounded to an hour; a default when it gave none."""
+    response = getattr(error, "response", None)
+    headers = getattr(response, "headers", None) or getattr(error, "litellm_response_headers", None) or {}
+    try:
+        value = headers.get("retry-after") if hasattr(headers, "get") else None
+        seconds = int(float(value)) if value is not None else PROVIDER_RETRY_AFTER_DEFAULT_SECONDS
+    except (TypeError, ValueError):
+        seconds = PROVIDER_RETRY_AFTER_DEFAULT_SECONDS
+    return min(max(seconds, 1), 3600)
 
 
 def _redacted(text: str, *, config: ModelConfig) -> str:

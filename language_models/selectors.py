@@ -39,6 +39,9 @@ class ModelConfig:
     temperature: float
     max_output_tokens: int
     timeout_seconds: float
+    # Where the key came from: "stored" (the admin), "header" (the caller's, for one call) or
+    # "environment" (the server's variables); it picks the message when the provider refuses it.
+    key_source: str = "stored"
 
     @classmethod
     def from_language_model(cls, language_model: LanguageModel) -> ModelConfig:
@@ -55,6 +58,7 @@ class ModelConfig:
             temperature=language_model.temperature,
             max_output_tokens=language_model.max_output_tokens,
             timeout_seconds=float(language_model.request_timeout_seconds),
+            key_source="stored" if api_key else "environment",
         )
 
 

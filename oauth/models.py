@@ -119,3 +119,28 @@ class RememberedConsent(models.Model):
 
     def __str__(self) -> str:
         return f"{self.user} → {self.application_id} in {self.tenant} ({self.scopes})"
+
+
+class ServiceClient(models.Model):
+    """A tenant's server-side application: a confidential OAuth client that takes tokens with the
+    client-credentials grant, for the REST API only, bound to one tenant and role.
+
+    Its tokens act as ``account``, a user of its own that cannot sign in (no usable password) and is
+    a member of ``tenant`` with the client's role, so a token resolves, is rate limited, budgeted
+    and audited exactly as a person's is; removing the membership or deactivating the account or
+    tenant stops its next request (``oauth.service_clients``).
+    """
+
+    application = models.OneToOneField(
+        settings.OAUTH2_PROVIDER_APPLICATION_MODEL, on_delete=models.CASCADE, related_name="service_client"
+    )
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="service_clients")
+    account = models.OneToOneField(User, on_delete=models.CASCADE, related_name="service_client")
+    created_by = models.ForeignKey(User, on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
+    created = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["tenant__slug", "application__name"]
+
+    def __str__(self) -> str:
+        return f"{self.application} in {self.tenant}"

@@ -109,6 +109,7 @@ def test_the_model_settings_reach_the_call(tenant):
         temperature=0.7,
         max_output_tokens=512,
         timeout_seconds=90.0,
+        key_source="environment",
     )
 
 

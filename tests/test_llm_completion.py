@@ -14,7 +14,17 @@ from pathlib import Path
 
 import pytest
 
-from core.errors import GatehouseError, NotReady, Timeout, Unavailable
+from core.errors import (
+    GatehouseError,
+    NotReady,
+    Timeout,
+    Unavailable,
+    UpstreamFailed,
+    UpstreamNotFound,
+    UpstreamRateLimited,
+    UpstreamRefused,
+    UpstreamRejectedRequest,
+)
 from language_models.completion import (
     LLM_CONTEXT_TOO_LONG,
     LLM_EMPTY_ANSWER,
@@ -164,23 +174,29 @@ async def test_a_model_slower_than_its_timeout_is_stopped_with_a_timeout(script)
 
 
 # Each litellm exception, raised by litellm itself through mock_response: what an operator must fix
-# is NotReady (-32003), what may pass is Unavailable (-32005). Subclasses before their bases:
+# is NotReady (-32003), what may pass is Unavailable (-32005); each subclass also names the REST
+# API's status (core.errors: 400, 404, 429, 502...). Subclasses before their bases:
 # ContextWindowExceededError and PaymentRequiredError are BadRequestErrors.
 @pytest.mark.parametrize(
     ("litellm_error", "expected", "message", "reason"),
     [
-        ("AuthenticationError", NotReady, LLM_STORED_KEY_REFUSED, "llm_credentials_refused"),
-        ("PermissionDeniedError", NotReady, LLM_PERMISSION_DENIED, "llm_permission_denied"),
-        ("NotFoundError", NotReady, LLM_MODEL_NOT_FOUND, "llm_model_not_found"),
-        ("ContextWindowExceededError", NotReady, LLM_CONTEXT_TOO_LONG, "llm_context_window_exceeded"),
-        ("PaymentRequiredError", NotReady, LLM_PAYMENT_REQUIRED, "llm_payment_required"),
-        ("BadRequestError", NotReady, LLM_REQUEST_REJECTED, "llm_request_rejected"),
-        ("RateLimitError", Unavailable, LLM_RATE_LIMITED, "llm_rate_limited"),
+        ("AuthenticationError", UpstreamRefused, LLM_STORED_KEY_REFUSED, "llm_credentials_refused"),
+        ("PermissionDeniedError", UpstreamRefused, LLM_PERMISSION_DENIED, "llm_permission_denied"),
+        ("NotFoundError", UpstreamNotFound, LLM_MODEL_NOT_FOUND, "llm_model_not_found"),
+        (
+            "ContextWindowExceededError",
+            UpstreamRejectedRequest,
+            LLM_CONTEXT_TOO_LONG,
+            "llm_context_window_exceeded",
+        ),
+        ("PaymentRequiredError", UpstreamRefused, LLM_PAYMENT_REQUIRED, "llm_payment_required"),
+        ("BadRequestError", UpstreamRejectedRequest, LLM_REQUEST_REJECTED, "llm_request_rejected"),
+        ("RateLimitError", UpstreamRateLimited, LLM_RATE_LIMITED, "llm_rate_limited"),
         ("APIConnectionError", Unavailable, LLM_UNREACHABLE, "llm_unreachable"),
         ("ServiceUnavailableError", Unavailable, LLM_PROVIDER_FAILED, "llm_provider_failed"),
-        ("InternalServerError", Unavailable, LLM_PROVIDER_FAILED, "llm_provider_failed"),
-        ("BadGatewayError", Unavailable, LLM_PROVIDER_FAILED, "llm_provider_failed"),
-        ("APIError", Unavailable, LLM_PROVIDER_FAILED, "llm_provider_failed"),
+        ("InternalServerError", UpstreamFailed, LLM_PROVIDER_FAILED, "llm_provider_failed"),
+        ("BadGatewayError", UpstreamFailed, LLM_PROVIDER_FAILED, "llm_provider_failed"),
+        ("APIError", UpstreamFailed, LLM_PROVIDER_FAILED, "llm_provider_failed"),
     ],
 )
 async def test_each_provider_failure_has_its_own_message_and_reason(
@@ -193,8 +209,12 @@ async def test_each_provider_failure_has_its_own_message_and_reason(
 
     assert type(raised.value) is expected
     assert raised.value.message == message.format(model="openai/gpt-4o-mini")
-    assert raised.value.data == {"reason": reason}
-    assert raised.value.jsonrpc_code == {NotReady: -32003, Unavailable: -32005}[expected]
+    expected_data = {"reason": reason}
+    if expected is UpstreamRateLimited:
+        # No provider answered, so no Retry-After of its own: the default wait.
+        expected_data["retryAfterSeconds"] = 30
+    assert raised.value.data == expected_data
+    assert raised.value.jsonrpc_code == (-32003 if issubclass(expected, NotReady) else -32005)
     # Never the provider's own text, which the scripted exception carries.
     assert "scripted" not in raised.value.message
 

@@ -19,7 +19,15 @@ from dataclasses import dataclass, field
 import httpx
 import pytest
 
-from core.errors import NotReady, Unavailable
+from core.errors import (
+    NotReady,
+    Unavailable,
+    UpstreamFailed,
+    UpstreamNotFound,
+    UpstreamRateLimited,
+    UpstreamRefused,
+    UpstreamRejectedRequest,
+)
 from language_models.completion import (
     LLM_CONTEXT_TOO_LONG,
     LLM_MODEL_NOT_FOUND,
@@ -209,21 +217,27 @@ def test_connecting_has_its_own_shorter_limit_within_the_models(settings):
         (
             401,
             "Incorrect API key provided: sk-test***6789",
-            NotReady,
+            UpstreamRefused,
             LLM_STORED_KEY_REFUSED,
             "llm_credentials_refused",
         ),
-        (404, "The model `gpt-4o-mini` does not exist", NotReady, LLM_MODEL_NOT_FOUND, "llm_model_not_found"),
-        (429, "Rate limit reached for requests", Unavailable, LLM_RATE_LIMITED, "llm_rate_limited"),
+        (
+            404,
+            "The model `gpt-4o-mini` does not exist",
+            UpstreamNotFound,
+            LLM_MODEL_NOT_FOUND,
+            "llm_model_not_found",
+        ),
+        (429, "Rate limit reached for requests", UpstreamRateLimited, LLM_RATE_LIMITED, "llm_rate_limited"),
         (
             400,
             "This model's maximum context length is 8192 tokens. Your messages resulted in 9000 tokens.",
-            NotReady,
+            UpstreamRejectedRequest,
             LLM_CONTEXT_TOO_LONG,
             "llm_context_window_exceeded",
         ),
-        (400, SECRET_IN_BODY, NotReady, LLM_REQUEST_REJECTED, "llm_request_rejected"),
-        (500, SECRET_IN_BODY, Unavailable, LLM_PROVIDER_FAILED, "llm_provider_failed"),
+        (400, SECRET_IN_BODY, UpstreamRejectedRequest, LLM_REQUEST_REJECTED, "llm_request_rejected"),
+        (500, SECRET_IN_BODY, UpstreamFailed, LLM_PROVIDER_FAILED, "llm_provider_failed"),
     ],
 )
 async def test_a_providers_http_failure_is_reported_for_what_it_is(
@@ -235,7 +249,12 @@ async def test_a_providers_http_failure_is_reported_for_what_it_is(
 
     assert type(raised.value) is expected
     assert raised.value.message == text.format(model="openai/gpt-4o-mini")
-    assert raised.value.data == {"reason": reason}
+    expected_data = {"reason": reason}
+    if status == 429:
+        # The provider's own Retry-After when it sent one; else the default wait.
+        expected_data["retryAfterSeconds"] = raised.value.data["retryAfterSeconds"]
+        assert 1 <= expected_data["retryAfterSeconds"] <= 3600
+    assert raised.value.data == expected_data
     # The provider's body goes to the log (bounded, the key removed), never to the client.
     assert message not in raised.value.message
     assert API_KEY not in caplog.text

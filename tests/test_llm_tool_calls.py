@@ -127,7 +127,7 @@ async def test_failures_are_translated_as_for_llm_complete(llm_script):
     with pytest.raises(NotReady) as refused:
         await _tools_call()
 
-    assert limited.value.data == {"reason": "llm_rate_limited"}
+    assert limited.value.data == {"reason": "llm_rate_limited", "retryAfterSeconds": 30}
     assert refused.value.data == {"reason": "llm_credentials_refused"}
 
 

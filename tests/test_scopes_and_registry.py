@@ -6,6 +6,7 @@ from django.core.exceptions import ImproperlyConfigured
 from accounts.models import Role
 from accounts.scopes import SCOPE_READ, SCOPE_WRITE, RoleScopesBackend, scopes_for_role, scopes_granted
 from data_agent.scopes import SCOPE_DATA_AGENT_WRITE, SCOPE_ONTOLOGIES_READ
+from llm_gateway.scopes import SCOPE_LLM_INVOKE
 from mcp_gateway.rbac import missing_scopes
 from mcp_gateway.registry import Registry, Toolset, registry_load, resource_prefix, tool
 from workflows.scopes import SCOPE_WORKFLOWS_AGENT, SCOPE_WORKFLOWS_READ, SCOPE_WORKFLOWS_RUN
@@ -30,6 +31,7 @@ def test_admins_and_contributors_hold_read_and_write(role):
         SCOPE_WORKFLOWS_READ,
         SCOPE_WORKFLOWS_RUN,
         SCOPE_WORKFLOWS_AGENT,
+        SCOPE_LLM_INVOKE,
     }
 
 
@@ -48,6 +50,7 @@ def test_the_dot_backend_publishes_every_scope_with_its_words():
         SCOPE_WORKFLOWS_READ,
         SCOPE_WORKFLOWS_RUN,
         SCOPE_WORKFLOWS_AGENT,
+        SCOPE_LLM_INVOKE,
     }
     assert backend.get_all_scopes()[SCOPE_READ].startswith("See who you are")
 

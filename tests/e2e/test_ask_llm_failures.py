@@ -96,7 +96,7 @@ async def _ask(server: DaphneServer, ontology: Ontology) -> MCPError:
             LLM_CONTEXT_TOO_LONG,
             {"reason": "llm_context_window_exceeded"},
         ),
-        ("RateLimitError", -32005, LLM_RATE_LIMITED, {"reason": "llm_rate_limited"}),
+        ("RateLimitError", -32005, LLM_RATE_LIMITED, {"reason": "llm_rate_limited", "retryAfterSeconds": 30}),
         ("ServiceUnavailableError", -32005, LLM_PROVIDER_FAILED, {"reason": "llm_provider_failed"}),
     ],
 )
