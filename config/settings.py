@@ -326,6 +326,7 @@ GATEHOUSE: dict[str, Any] = {
             "mcp_gateway.toolsets.conformance",
             "data_agent.toolset",
             "workflows.toolset",
+            "llm_gateway.toolset",
         ],
     ),
     "MCP_ALLOWED_ORIGINS": env_list("MCP_ALLOWED_ORIGINS", default=[]),

@@ -2,10 +2,12 @@ from __future__ import annotations
 
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
-from django.urls import include, path
+from django.urls import include, path, re_path
+from django.views.generic import RedirectView
 
 from config.health import health, health_ready
 from core.metrics import metrics_view
+from llm_gateway.api import api_not_found, api_urlpatterns
 from oauth import views as oauth_views
 from oauth.authorize import ConsentView
 from oauth.discovery import discovery_urlpatterns
@@ -37,6 +39,11 @@ urlpatterns = [
     # Ahead of the admin's own URLs, so the admin's sign-in is throttled and audited like any other.
     path("admin/login/", AdminLoginView.as_view()),
     path("admin/", admin.site.urls),
+    # The REST API (llm_gateway.api): its own protected resource, OpenAPI at /api/v1/openapi.json.
+    path("api/v1/", include((api_urlpatterns(), "api-v1"))),
+    # Any other path under /api answers the API's JSON 404, never the site's HTML one.
+    re_path(r"^api(?:/.*)?$", api_not_found),
+    path("docs", RedirectView.as_view(url="/api/v1/docs", permanent=False)),
     path("health", health, name="health"),
     path("health/ready", health_ready, name="health-ready"),
     path("metrics", metrics_view, name="metrics"),

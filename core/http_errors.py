@@ -1,8 +1,10 @@
 """The one place a ``GatehouseError`` raised by Django code becomes an HTTP response.
 
 OAuth endpoints and other machine callers get the RFC 6749 error shape as JSON
-(``{"error": ..., "error_description": ...}``); a person's browser gets a plain page. A rate-limit
-refusal also says when to retry, in ``Retry-After``.
+(``{"error": ..., "error_description": ...}``); a person's browser gets a plain page. The REST API
+(``/api/v1/``) answers its own shape, ``{"error": {"code", "message", "details"}}``, with the code
+and status each error class names (``api_error_response``). A refusal that says when to retry (a
+rate limit, a spent budget, a provider's 429, a conflict) also says so in ``Retry-After``.
 
 Any other exception that Django would answer with a 500 leaves a ``server.error`` audit row (request
 id, method, path, exception class: never its message, the query string or the body, which may carry
@@ -13,6 +15,7 @@ Django's 500 page for browsers. Django's own 4xx exceptions (404, 403, 400) are 
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 from django.conf import settings
 from django.core.exceptions import BadRequest, SuspiciousOperation
@@ -96,6 +99,23 @@ def error_response(request: HttpRequest, error: GatehouseError) -> HttpResponse:
     if isinstance(error, RateLimited):
         response["Retry-After"] = str(error.retry_after_seconds)
     # A refusal is about this request and this moment; no cache may replay it.
+    response["Cache-Control"] = "no-store"
+    return response
+
+
+def api_error_response(error: GatehouseError, *, details: dict[str, Any] | None = None) -> JsonResponse:
+    """The REST API's answer for ``error``: its ``api_code`` and status, its data as ``details``."""
+    body = {
+        "error": {
+            "code": error.api_code,
+            "message": error.message,
+            "details": details if details is not None else error.data,
+        }
+    }
+    response = JsonResponse(body, status=error.api_status or error.http_status)
+    retry_after = getattr(error, "retry_after_seconds", None)
+    if isinstance(retry_after, int):
+        response["Retry-After"] = str(retry_after)
     response["Cache-Control"] = "no-store"
     return response
 

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -124,6 +125,29 @@ def server(database_url, tmp_path_factory) -> Iterator[DaphneServer]:
 def second_server(server, database_url, tmp_path_factory) -> Iterator[DaphneServer]:
     """Another process behind the same public URL, sharing the database: a second replica."""
     yield from _serve(tmp_path_factory, database_url, "second", public_url=server.public_url)
+
+
+@pytest.fixture(scope="session")
+def script_path(tmp_path_factory) -> Path:
+    """The LLM script ``gateway_server`` answers from; a test writes the answers it needs first."""
+    path = tmp_path_factory.mktemp("llm-gateway") / "script.json"
+    path.write_text(json.dumps({"responses": {"gateway": "Gatehouse is an MCP gateway."}}))
+    return path
+
+
+@pytest.fixture(scope="session")
+def gateway_server(database_url, tmp_path_factory, script_path) -> Iterator[DaphneServer]:
+    """A server whose language model calls are answered by litellm's ``mock_response`` from
+    ``script_path``, with rate-limit rules, toolset switches and refusals seen at once."""
+    yield from _serve(
+        tmp_path_factory,
+        database_url,
+        "llm-gateway",
+        LLM_MOCK_RESPONSES_FILE=str(script_path),
+        RATE_LIMIT_RULE_CACHE_SECONDS="0",
+        MCP_TOOLSET_CACHE_SECONDS="0",
+        AUDIT_REFUSAL_WINDOW_SECONDS="0",
+    )
 
 
 @pytest.fixture
