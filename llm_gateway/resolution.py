@@ -37,12 +37,12 @@ PROVIDER_UNKNOWN = (
 MODEL_INVALID = "model is not a model name litellm can route on {provider}."
 HEADER_KEY_INVALID = "X-Provider-Api-Key must be 1 to {limit} printable ASCII characters without spaces."
 PROVIDER_NOT_CONFIGURED = (
-    "No API key for {provider} is configured for this tenant: an operator can add a {provider} "
-    "model with its key in the admin (Language models), or send one in X-Provider-Api-Key."
+    "No API key for {provider} is configured for this tenant: an operator can add a model on "
+    "{provider} with its key in the admin (Language models), or send one in X-Provider-Api-Key."
 )
 KEYLESS_NOT_CONFIGURED = (
     "{provider} runs on a server of the tenant's own, and none is configured: an operator can add a "
-    "{provider} model with its API base URL in the admin (Language models)."
+    "model on {provider} with its API base URL in the admin (Language models)."
 )
 
 # Self-hosted servers that take no key, where litellm's default endpoint is the local host.
