@@ -296,7 +296,7 @@ OAUTH2_PROVIDER = {
     "ALLOW_LOCALHOST_LOOPBACK": True,
     "ALLOWED_REDIRECT_URI_SCHEMES": ["https", "http"],
     "OAUTH2_RESPONSE_TYPES_SUPPORTED": ["code"],
-    "OAUTH2_GRANT_TYPES_SUPPORTED": ["authorization_code", "refresh_token"],
+    "OAUTH2_GRANT_TYPES_SUPPORTED": ["authorization_code", "refresh_token", "client_credentials"],
     "OAUTH2_TOKEN_ENDPOINT_AUTH_METHODS_SUPPORTED": ["none", "client_secret_post", "client_secret_basic"],
     # MCP clients such as Claude register anonymously (RFC 7591) or present a client ID
     # metadata document; both are open, and consent is what protects the user.

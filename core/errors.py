@@ -179,3 +179,10 @@ class UpstreamRejectedRequest(NotReady):
 
     http_status = 400
     api_code = "provider_rejected_request"
+
+
+class StructuredOutputInvalid(UpstreamFailed):
+    """The model's output is not the JSON (or does not match the JSON Schema) the caller asked for.
+    The data names where it fails and why, never the output itself."""
+
+    api_code = "invalid_structured_output"

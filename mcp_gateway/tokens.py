@@ -1,4 +1,4 @@
-"""Resolve a bearer token to an Identity: the hot path of every MCP request.
+"""Resolve a bearer token to an Identity: the hot path of every MCP and REST API request.
 
 Nothing here is cached: every request reads its token, user, membership and tenant as they are
 now, so a revoked token, a disabled account, a removed membership or a deactivated tenant stops
@@ -12,6 +12,7 @@ import json
 from datetime import UTC, datetime
 from typing import Any
 
+from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
@@ -25,7 +26,7 @@ from core.identity import Identity
 from mcp_gateway.models import McpSession
 from mcp_gateway.sessions import LiveSession
 from oauth.models import AccessToken
-from oauth.resource import is_mcp_resource
+from oauth.resource import issued_for
 from oauth.token_storage import token_checksum
 
 TOKEN_UNKNOWN = "The access token is not recognised; it may have been revoked."
@@ -34,10 +35,6 @@ TOKEN_WRONG_RESOURCE = "The access token was not issued for this resource."
 TOKEN_USER_INACTIVE = "The account behind this access token is disabled."
 TOKEN_NOT_MEMBER = "The account behind this access token is no longer a member of its tenant."
 TOKEN_TENANT_INACTIVE = "The tenant of this access token is deactivated."
-
-
-def _issued_for_mcp(resource: object) -> bool:
-    return isinstance(resource, list) and bool(resource) and all(is_mcp_resource(r) for r in resource)
 
 
 @functools.cache
@@ -64,7 +61,9 @@ def _hot_path_sql() -> str:
     )
 
 
-def _identity_from_row(row: tuple[Any, ...] | None) -> tuple[Identity, LiveSession | None]:
+def _identity_from_row(
+    row: tuple[Any, ...] | None, *, resource_url: str
+) -> tuple[Identity, LiveSession | None]:
     if row is None:
         raise AuthenticationFailed(TOKEN_UNKNOWN)
     (token_id, expires, scope, resource, user_id, username, user_active, tenant_id, tenant_slug, tenant_name,
@@ -78,7 +77,7 @@ def _identity_from_row(row: tuple[Any, ...] | None) -> tuple[Identity, LiveSessi
         raise AuthenticationFailed(TOKEN_EXPIRED, data=known)
     if isinstance(resource, str):
         resource = json.loads(resource)
-    if tenant_id is None or application_id is None or not _issued_for_mcp(resource):
+    if tenant_id is None or application_id is None or not issued_for(resource, resource_url=resource_url):
         raise AuthenticationFailed(TOKEN_WRONG_RESOURCE, data=known)
     if user_id is None or not user_active:
         raise AuthenticationFailed(TOKEN_USER_INACTIVE, data=known)
@@ -141,4 +140,14 @@ async def identity_from_bearer(
     # The checksum is all the database keeps of a token (oauth.token_storage), and it is indexed;
     # looking up by it also avoids comparing secrets in Python at all.
     row = await hot_path_fetchone(_hot_path_sql(), [session_id or "", token_checksum(raw_token)])
-    return _identity_from_row(row)
+    return _identity_from_row(row, resource_url=settings.MCP_RESOURCE_URL)
+
+
+async def identity_from_api_bearer(*, raw_token: str) -> Identity:
+    """The caller of a REST API request: the same query and checks as ``identity_from_bearer``
+    (the API has no sessions), for a token bound to the API and nothing else. A person's token
+    from the authorization-code flow and a service client's from client credentials resolve alike,
+    the latter as the client's own account."""
+    row = await hot_path_fetchone(_hot_path_sql(), ["", token_checksum(raw_token)])
+    identity, _ = _identity_from_row(row, resource_url=settings.API_RESOURCE_URL)
+    return identity

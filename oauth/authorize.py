@@ -32,7 +32,7 @@ from core.uri_schemes import uri_scheme
 from oauth.consent import ConsentMemory, consent_decide, consent_list_for_client, consent_remember
 from oauth.forms import ConsentForm, consent_form_altered
 from oauth.redirects import is_private_use_redirect
-from oauth.resource import is_mcp_resource
+from oauth.resource import served_resource
 from oauth.selectors import application_find
 from oauth.validators import PKCE_S256_REQUIRED, TENANT_ATTRIBUTE
 
@@ -42,7 +42,10 @@ REQUEST_ALTERED = (
     "The authorization request was incomplete or altered. Go back to the application and start again."
 )
 ROLE_GRANTS_NOTHING = "Your role in this tenant grants none of the permissions the application asked for."
-RESOURCE_NOT_SERVED = "This server issues tokens only for its MCP endpoint"
+RESOURCE_NOT_SERVED = "This server issues tokens only for its MCP endpoint and its API"
+ONE_RESOURCE_ONLY = (
+    "A token is for one resource: ask for the MCP endpoint or the API, not both, in one request."
+)
 CONSENT_REQUIRED = "The person has not allowed this request yet; ask again without prompt=none."
 LOOPBACK_WARNING = (
     "This application runs on your own computer: every address it can send you back to is on this "
@@ -113,16 +116,12 @@ class ConsentView(AuthorizationView):
                 error=InvalidRequestError(description=PKCE_S256_REQUIRED, state=state),
                 redirect_uri=redirect_uri,
             )
-        for resource in request.GET.getlist("resource"):
-            if not is_mcp_resource(resource):
-                raise OAuthToolkitError(
-                    error=CustomOAuth2Error(
-                        error="invalid_target",
-                        description=f"{RESOURCE_NOT_SERVED}, {settings.MCP_RESOURCE_URL}.",
-                        state=state,
-                    ),
-                    redirect_uri=redirect_uri,
-                )
+        refusal = _resource_refusal(request.GET.getlist("resource"))
+        if refusal is not None:
+            raise OAuthToolkitError(
+                error=CustomOAuth2Error(error="invalid_target", description=refusal, state=state),
+                redirect_uri=redirect_uri,
+            )
         return scopes, credentials
 
     def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
@@ -258,14 +257,13 @@ class ConsentView(AuthorizationView):
                 )
             scopes = " ".join(granted)
             credentials[TENANT_ATTRIBUTE] = membership.tenant_id
-            # Gatehouse serves one protected resource; a client that did not name it still gets
-            # a token bound to it, so every token is audience-restricted.
+            # A client that names no resource gets a token for the MCP endpoint (what MCP clients
+            # that predate RFC 8707 expect), so every token is audience-restricted all the same.
             credentials.setdefault("resource", [settings.MCP_RESOURCE_URL])
-            if any(not is_mcp_resource(r) for r in credentials["resource"]):
+            refusal = _resource_refusal(credentials["resource"])
+            if refusal is not None:
                 raise OAuthToolkitError(
-                    error=CustomOAuth2Error(
-                        error="invalid_target", description=RESOURCE_NOT_SERVED, state=state
-                    ),
+                    error=CustomOAuth2Error(error="invalid_target", description=refusal, state=state),
                     redirect_uri=credentials.get("redirect_uri"),
                 )
         uri, headers, body, status = super().create_authorization_response(
@@ -306,6 +304,17 @@ class ConsentView(AuthorizationView):
             application=application_find(client_id=credentials.get("client_id")),
             detail=detail,
         )
+
+
+def _resource_refusal(resources: list[str]) -> str | None:
+    """Why these resource indicators cannot be granted, or None: each must name the MCP endpoint
+    or the API, and all the same one, since a token is bound to exactly one resource."""
+    served = {served_resource(resource) for resource in resources}
+    if None in served:
+        return f"{RESOURCE_NOT_SERVED}, {settings.MCP_RESOURCE_URL} and {settings.API_RESOURCE_URL}."
+    if len(served) > 1:
+        return ONE_RESOURCE_ONLY
+    return None
 
 
 def _host(uri: str) -> str:

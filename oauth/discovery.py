@@ -2,9 +2,11 @@
 ``/.well-known/``.
 
 DOT's views build the documents (RFC 8414 authorization server metadata, RFC 9728 protected
-resource metadata). They are served at the domain root and, for the one resource we have, at its
-path-suffixed form (``…/oauth-protected-resource/mcp``, which RFC 9728 names; and
-``…/oauth-authorization-server/mcp``, which clients that take the MCP URL for the issuer probe).
+resource metadata). They are served at the domain root and at the path-suffixed forms RFC 9728
+names for our two protected resources: ``…/oauth-protected-resource/mcp`` (the root document is
+the MCP one too, for clients that look there first) and ``…/oauth-protected-resource/api`` for the
+REST API; and ``…/oauth-authorization-server/mcp``, which clients that take the MCP URL for the
+issuer probe.
 Gatehouse is not an OpenID provider, so ``/.well-known/openid-configuration`` in each of its forms,
 and any other well-known path, answers a JSON 404: never the login page or an HTML error page.
 """
@@ -17,6 +19,9 @@ from django.urls import URLPattern, path, re_path
 from django.views.decorators.csrf import csrf_exempt
 from oauth2_provider import views as oauth2_views
 
+from oauth.resource import API_SCOPES
+
+API_RESOURCE_NAME = "Gatehouse API"
 DISCOVERY_NOT_FOUND = "No discovery document here; see /.well-known/oauth-authorization-server."
 
 
@@ -29,7 +34,22 @@ def discovery_not_found(request: HttpRequest, *args: object, **kwargs: object) -
     return response
 
 
+class ApiResourceMetadataView(oauth2_views.OAuthProtectedResourceMetadataView):
+    """RFC 9728 metadata for the REST API: DOT's document, with the API's identifier, name and
+    scopes in place of the MCP endpoint's (which its settings describe)."""
+
+    def get_resource(self, request: HttpRequest) -> str:
+        return str(settings.API_RESOURCE_URL)
+
+    def get_scopes_supported(self) -> list[str]:
+        return sorted(API_SCOPES)
+
+    def get_resource_name(self) -> str:
+        return API_RESOURCE_NAME
+
+
 _resource_path = settings.MCP_PATH.strip("/")
+_api_path = settings.API_PATH.strip("/")
 
 # Inside DOT's URL namespace (config.urls), in place of its metadata_urlpatterns, whose
 # path-suffixed forms answer for any suffix at all.
@@ -53,6 +73,11 @@ discovery_urlpatterns: list[URLPattern] = [
         f".well-known/oauth-protected-resource/{_resource_path}",
         oauth2_views.OAuthProtectedResourceMetadataView.as_view(),
         name="oauth-resource-metadata-path",
+    ),
+    path(
+        f".well-known/oauth-protected-resource/{_api_path}",
+        ApiResourceMetadataView.as_view(),
+        name="oauth-resource-metadata-api",
     ),
     re_path(r"^\.well-known/", discovery_not_found, name="discovery-not-found"),
     # OpenID Connect Discovery's path-appended form, for an issuer with a path.

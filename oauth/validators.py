@@ -4,6 +4,10 @@ kept hashed at rest with a refresh grace window DOT cannot offer with hashing (`
 Authorization codes are kept hashed too, and remembered once used so that a replay revokes what
 the first exchange issued (``oauth.code_replay``).
 
+The client-credentials grant is for service clients only (``oauth.models.ServiceClient``): their
+tokens are for the REST API, act as the client's own account in its one tenant, and carry no more
+than the account's role allows.
+
 The consent view passes the chosen tenant as the ``gatehouse_tenant_id`` credential; oauthlib
 copies credentials onto its request object, and the three ``_create_*`` methods below store it.
 They mirror DOT 3.4's own implementations field for field, adding only ``tenant``.
@@ -16,6 +20,7 @@ import uuid
 from datetime import timedelta
 from typing import Any
 
+from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 from oauth2_provider.cimd import is_cimd_client_id
@@ -25,6 +30,7 @@ from oauth2_provider.settings import oauth2_settings
 from oauthlib.oauth2.rfc6749 import errors
 
 from accounts.models import Membership
+from accounts.scopes import scopes_granted
 from core.audit import audit_record
 from core.models import AuditAction
 from oauth.code_replay import (
@@ -34,7 +40,8 @@ from oauth.code_replay import (
     used_code_find,
     used_code_record,
 )
-from oauth.models import AccessToken, Grant, RefreshToken
+from oauth.models import AccessToken, Grant, RefreshToken, ServiceClient
+from oauth.resource import is_api_resource, served_resource
 from oauth.selectors import access_token_find_for_client, refresh_token_find
 from oauth.services import (
     BY_CLIENT,
@@ -53,6 +60,13 @@ PKCE_S256_REQUIRED = 'PKCE with code_challenge_method "S256" is required.'
 ACCOUNT_INACTIVE = "The account this grant belongs to is deactivated."
 NOT_A_MEMBER = "The person this grant belongs to is no longer a member of its tenant."
 TENANT_INACTIVE = "The tenant this grant belongs to is deactivated."
+NOT_A_SERVICE_CLIENT = "The client credentials grant is only for a tenant's service clients."
+ROLE_GRANTS_NO_SCOPE = "The service client's role grants none of the requested scopes."
+API_RESOURCE_ONLY = "Service client tokens are for the API only"
+ONE_RESOURCE = "A token is for exactly one resource: the MCP endpoint or the API."
+# The service client's account, which its client-credentials tokens act as.
+SERVICE_ACCOUNT_ATTRIBUTE = "gatehouse_service_account"
+CLIENT_CREDENTIALS = "client_credentials"
 
 
 def membership_refusal(*, user: Any, tenant_id: int) -> str | None:
@@ -128,15 +142,73 @@ class TenantOAuth2Validator(OAuth2Validator):
         return super().get_authorization_code_nonce(client_id, token_checksum(code), redirect_uri, request)
 
     def _check_and_set_request_resource(self, request: Any) -> None:
-        # DOT reads the grant by ``request.code`` here: let it read by the checksum, only here.
-        if request.grant_type != "authorization_code":
-            return super()._check_and_set_request_resource(request)
-        code = request.code
-        request.code = token_checksum(code)
-        try:
-            return super()._check_and_set_request_resource(request)
-        finally:
-            request.code = code
+        if request.grant_type == "authorization_code":
+            # DOT reads the grant by ``request.code`` here: let it read by the checksum, only here.
+            code = request.code
+            request.code = token_checksum(code)
+            try:
+                super()._check_and_set_request_resource(request)
+            finally:
+                request.code = code
+        else:
+            super()._check_and_set_request_resource(request)
+        # DOT lets a token request narrow what the grant holds, never widen it; whatever it settled
+        # on must still be one resource we serve, so a token opens the MCP endpoint or the API.
+        if request.grant_type == CLIENT_CREDENTIALS:
+            request.resource = request.resource or [settings.API_RESOURCE_URL]
+            if not all(is_api_resource(r) for r in request.resource):
+                raise errors.CustomOAuth2Error(
+                    error="invalid_target",
+                    description=f"{API_RESOURCE_ONLY}, {settings.API_RESOURCE_URL}.",
+                    request=request,
+                )
+            return
+        # A grant from before resources were recorded was for the one resource there was.
+        request.resource = request.resource or [settings.MCP_RESOURCE_URL]
+        served = {served_resource(r) for r in request.resource}
+        if None in served or len(served) != 1:
+            raise errors.CustomOAuth2Error(error="invalid_target", description=ONE_RESOURCE, request=request)
+
+    def validate_grant_type(
+        self, client_id: str, grant_type: str, client: Any, request: Any, *args: Any, **kwargs: Any
+    ) -> bool:
+        if not super().validate_grant_type(client_id, grant_type, client, request, *args, **kwargs):
+            return False
+        if grant_type == CLIENT_CREDENTIALS:
+            self._service_client_bind(client=client, request=request)
+        return True
+
+    def _service_client_bind(self, *, client: Any, request: Any) -> None:
+        """Make a client-credentials request act as its service client's account, in its tenant,
+        for the API; or refuse it, saying why. Checked before any token exists (oauthlib answers
+        these errors itself), and again by every request the token makes (``mcp_gateway.tokens``)."""
+        service_client = (
+            ServiceClient.objects.filter(application=client).select_related("account", "tenant").first()
+        )
+        if service_client is None:
+            raise errors.UnauthorizedClientError(description=NOT_A_SERVICE_CLIENT, request=request)
+        self._require_member(user=service_client.account, tenant_id=service_client.tenant_id, request=request)
+        self._check_and_set_request_resource(request)
+        request.user = service_client.account
+        setattr(request, SERVICE_ACCOUNT_ATTRIBUTE, service_client.account)
+        setattr(request, TENANT_ATTRIBUTE, service_client.tenant_id)
+
+    def validate_scopes(
+        self, client_id: str, scopes: list[str], client: Any, request: Any, *args: Any, **kwargs: Any
+    ) -> bool:
+        if not super().validate_scopes(client_id, scopes, client, request, *args, **kwargs):
+            return False
+        account = getattr(request, SERVICE_ACCOUNT_ATTRIBUTE, None)
+        if request.grant_type != CLIENT_CREDENTIALS or account is None:
+            return True
+        # No consent page filters a service client's scopes, so its role does it here: what was
+        # asked (by default, everything) and the role allows. oauthlib writes these into the token.
+        membership = Membership.objects.filter(user=account, tenant_id=_tenant_id(request)).first()
+        granted = scopes_granted(requested=scopes, role=membership.role) if membership else []
+        if not granted:
+            raise errors.InvalidScopeError(description=ROLE_GRANTS_NO_SCOPE, request=request)
+        request.scopes = granted
+        return True
 
     def invalidate_authorization_code(
         self, client_id: str, code: str, request: Any, *args: Any, **kwargs: Any
@@ -305,8 +377,15 @@ class TenantOAuth2Validator(OAuth2Validator):
     def _create_access_token(
         self, expires: Any, request: Any, token: dict[str, Any], source_refresh_token: Any = None
     ) -> AccessToken:
+        # DOT empties ``request.user`` for the client-credentials grant; a service client's token
+        # acts as its account, so the token resolves like a person's (``oauth.service_clients``).
+        user = request.user
+        if request.grant_type == CLIENT_CREDENTIALS:
+            user = getattr(request, SERVICE_ACCOUNT_ATTRIBUTE, None)
+            if user is None:
+                raise errors.UnauthorizedClientError(description=NOT_A_SERVICE_CLIENT, request=request)
         access_token = AccessToken(
-            user=request.user,
+            user=user,
             tenant_id=_tenant_id(request),
             scope=token["scope"],
             expires=expires,

@@ -296,3 +296,17 @@ async def _close_async_orm_connections():
     connection after each test so the test database can be dropped at the end of the run."""
     yield
     await sync_to_async(connections.close_all)()
+
+
+@pytest.fixture
+async def resolve_here(server):
+    """For a test that resolves the server's tokens in this process (``mcp_gateway.tokens``): the
+    server's resource URLs, and the hot-path pool closed afterwards, as it belongs to this test's
+    event loop and holds connections to the test database."""
+    from core.db import _pool
+
+    with override_settings(MCP_RESOURCE_URL=server.resource_url, API_RESOURCE_URL=f"{server.public_url}/api"):
+        yield
+    if _pool._pool is not None:
+        await _pool._pool.close()
+        _pool._pool = None

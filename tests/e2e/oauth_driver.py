@@ -44,9 +44,15 @@ class OAuthDriver:
         return str(response.json()["client_id"])
 
     def authorize_url(
-        self, *, client_id: str, challenge: str | None, method: str | None = "S256", **extra: str
+        self,
+        *,
+        client_id: str,
+        challenge: str | None,
+        method: str | None = "S256",
+        **extra: str | list[str],
     ) -> str:
-        params = {
+        """The authorization URL; a list value (``resource=[...]``) repeats its parameter."""
+        params: dict[str, str | list[str]] = {
             "response_type": "code",
             "client_id": client_id,
             "redirect_uri": REDIRECT_URI,
@@ -59,7 +65,7 @@ class OAuthDriver:
         if method is not None:
             params["code_challenge_method"] = method
         params.update(extra)
-        return f"/oauth/authorize/?{urlencode(params)}"
+        return f"/oauth/authorize/?{urlencode(params, doseq=True)}"
 
     async def exchange(
         self, *, client_id: str, code: str, verifier: str | None, **extra: str
@@ -94,17 +100,24 @@ class OAuthDriver:
         return client_id, await browser.open(url, username=person.username, password=person.password)
 
     async def code_for(
-        self, person: Person, *, client_id: str | None = None, scope: str | None = None
+        self,
+        person: Person,
+        *,
+        client_id: str | None = None,
+        scope: str | None = None,
+        resource: str | None = None,
     ) -> tuple[str, str, str]:
-        """Run the browser part; return (client_id, code, verifier)."""
+        """Run the browser part; return (client_id, code, verifier). ``resource``: the resource
+        indicator to ask for (default: the MCP endpoint)."""
         client_id = client_id or await self.register()
         verifier, challenge = pkce_pair()
+        extra = {"scope": scope} if scope else {}
+        if resource is not None:
+            extra["resource"] = resource
         browser = Browser(self.server.base_url)
         try:
             response = await browser.authorize(
-                self.authorize_url(
-                    client_id=client_id, challenge=challenge, **({"scope": scope} if scope else {})
-                ),
+                self.authorize_url(client_id=client_id, challenge=challenge, **extra),
                 username=person.username,
                 password=person.password,
                 tenant=person.tenant,
@@ -113,9 +126,17 @@ class OAuthDriver:
             await browser.aclose()
         return client_id, redirect_params(response)["code"], verifier
 
-    async def token_for(self, person: Person, *, scope: str | None = None) -> dict[str, Any]:
-        client_id, code, verifier = await self.code_for(person, scope=scope)
-        response = await self.exchange(client_id=client_id, code=code, verifier=verifier)
+    async def token_for(
+        self, person: Person, *, scope: str | None = None, resource: str | None = None
+    ) -> dict[str, Any]:
+        """Tokens for the person (for ``resource``, default the MCP endpoint)."""
+        client_id, code, verifier = await self.code_for(person, scope=scope, resource=resource)
+        response = await self.exchange(
+            client_id=client_id,
+            code=code,
+            verifier=verifier,
+            **({"resource": resource} if resource is not None else {}),
+        )
         assert response.status_code == 200, response.text
         return {**response.json(), "client_id": client_id}
 

@@ -1,0 +1,113 @@
+"""Budgets: before a call, is the tenant's (or this person's) allowance for the UTC day or month spent?
+
+What counts is the usage records (``LlmUsage``) since the period began, every outcome included
+(a failed call usually spent nothing, and then adds nothing). A budget is spent once the sum
+reaches its limit; the refusal names the budget whose reset is furthest away, since retrying at an
+earlier reset would only be refused again.
+
+Two queries at most: the budgets, then (only if there are any) one aggregate of the month's
+records that sums the day and the month, the tenant and the person, at once (the index on
+``(tenant, created)`` serves it).
+
+Concurrent calls can overshoot: the check reads what has been recorded, and calls already in flight
+record their tokens only when they answer. A budget is therefore a limit on starting calls, exceeded
+at most by what the calls in flight at that moment spend (bounded by their ``max_tokens`` and the
+rate limits); a hard cap would need a reservation per call, which the gateway does not make.
+"""
+
+from __future__ import annotations
+
+import math
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
+
+from django.db.models import Q, Sum
+
+from core.errors import BudgetExceeded
+from llm_gateway.models import BudgetPeriod, LlmBudget, LlmUsage
+
+BUDGET_EXCEEDED = (
+    "The {whose} {period_name} language model budget is spent: {used} of {limit} {unit}. It resets at "
+    "{resets_at}."
+)
+_WHOSE = {"tenant": "tenant's", "person": "caller's"}
+_PERIOD_NAMES = {BudgetPeriod.DAY: "daily", BudgetPeriod.MONTH: "monthly"}
+
+
+def budget_period_bounds(*, period: str, now: datetime) -> tuple[datetime, datetime]:
+    """When the UTC day or month containing ``now`` began, and when the next one begins."""
+    now = now.astimezone(UTC)
+    day = now.replace(hour=0, minute=0, second=0, microsecond=0)
+    if period == BudgetPeriod.DAY:
+        return day, day + timedelta(days=1)
+    month = day.replace(day=1)
+    following = (
+        month.replace(year=month.year + 1, month=1)
+        if month.month == 12
+        else month.replace(month=month.month + 1)
+    )
+    return month, following
+
+
+def budget_check(*, tenant_id: int, user_id: int) -> None:
+    """``BudgetExceeded`` when a budget of the tenant, or of this person in it, is spent for its period."""
+    budgets = list(LlmBudget.objects.filter(Q(user__isnull=True) | Q(user_id=user_id), tenant_id=tenant_id))
+    if not budgets:
+        return
+    now = datetime.now(UTC)
+    day_start, _ = budget_period_bounds(period=BudgetPeriod.DAY, now=now)
+    month_start, _ = budget_period_bounds(period=BudgetPeriod.MONTH, now=now)
+    today = Q(created__gte=day_start)
+    mine = Q(user_id=user_id)
+    totals = LlmUsage.objects.filter(tenant_id=tenant_id, created__gte=month_start).aggregate(
+        tenant_month_tokens=Sum("total_tokens"),
+        tenant_month_cost=Sum("cost"),
+        tenant_day_tokens=Sum("total_tokens", filter=today),
+        tenant_day_cost=Sum("cost", filter=today),
+        person_month_tokens=Sum("total_tokens", filter=mine),
+        person_month_cost=Sum("cost", filter=mine),
+        person_day_tokens=Sum("total_tokens", filter=mine & today),
+        person_day_cost=Sum("cost", filter=mine & today),
+    )
+    spent: list[BudgetExceeded] = []
+    for budget in budgets:
+        whose = "tenant" if budget.user_id is None else "person"
+        limits: list[tuple[str, int | Decimal]] = []
+        if budget.max_tokens is not None:
+            limits.append(("tokens", budget.max_tokens))
+        if budget.max_cost is not None:
+            limits.append(("cost", budget.max_cost))
+        for kind, limit in limits:
+            used = totals[f"{whose}_{budget.period}_{kind}"] or 0
+            if used >= limit:
+                spent.append(
+                    _exceeded(whose=whose, period=budget.period, kind=kind, used=used, limit=limit, now=now)
+                )
+    if spent:
+        raise max(spent, key=lambda error: error.retry_after_seconds)
+
+
+def _exceeded(
+    *, whose: str, period: str, kind: str, used: int | Decimal, limit: int | Decimal, now: datetime
+) -> BudgetExceeded:
+    _, resets = budget_period_bounds(period=period, now=now)
+    resets_at = resets.isoformat().replace("+00:00", "Z")
+    shown_used: int | float = int(used) if kind == "tokens" else float(round(Decimal(used), 6))
+    shown_limit: int | float = int(limit) if kind == "tokens" else float(limit)
+    return BudgetExceeded(
+        BUDGET_EXCEEDED.format(
+            whose=_WHOSE[whose],
+            period_name=_PERIOD_NAMES[BudgetPeriod(period)],
+            used=shown_used,
+            limit=shown_limit,
+            unit="tokens" if kind == "tokens" else "US dollars",
+            resets_at=resets_at,
+        ),
+        retry_after_seconds=max(1, math.ceil((resets - now).total_seconds())),
+        budget=whose,
+        period=period,
+        kind=kind,
+        used=shown_used,
+        limit=shown_limit,
+        resetsAt=resets_at,
+    )
