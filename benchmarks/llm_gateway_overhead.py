@@ -53,7 +53,7 @@ def acme_prepare() -> None:
     from accounts.models import Tenant
     from core.crypto import secret_encrypt
     from language_models.models import LanguageModel
-    from mcp_gateway.registry import registry_load
+    from mcp_gateway.registry import default_registry
     from mcp_gateway.toolset_access import toolset_set_enabled
 
     acme = Tenant.objects.get(slug="acme")
@@ -67,7 +67,7 @@ def acme_prepare() -> None:
             "api_key_encrypted": secret_encrypt(plaintext="sk-benchmark-not-a-real-key"),
         },
     )
-    toolset_set_enabled(tenant=acme, toolset="llm_gateway", enabled=True, registry=registry_load())
+    toolset_set_enabled(tenant=acme, toolset="llm_gateway", enabled=True, registry=default_registry())
 
 
 async def benchmark(*, public: str, api_token: str, mcp_token: str, iterations: int) -> dict[str, Samples]:

@@ -93,7 +93,7 @@ def _www_authenticate(*, error: str | None, description: str | None = None, scop
 class ApiBearer(HttpBearer):
     """The caller's Identity from a bearer token issued for this API; refusals are audited."""
 
-    async def __call__(self, request: HttpRequest) -> Identity:  # type: ignore[override]
+    async def __call__(self, request: HttpRequest) -> Identity:
         header = request.headers.get("Authorization")
         if header is None:
             raise AuthenticationFailed(TOKEN_MISSING)
@@ -104,7 +104,7 @@ class ApiBearer(HttpBearer):
             raise AuthenticationFailed(TOKEN_MALFORMED, data={"presented": True})
         return await self.authenticate(request, token)
 
-    async def authenticate(self, request: HttpRequest, token: str) -> Identity:  # type: ignore[override]
+    async def authenticate(self, request: HttpRequest, token: str) -> Identity:
         try:
             identity = await identity_from_api_bearer(raw_token=token)
         except AuthenticationFailed as refusal:

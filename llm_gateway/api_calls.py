@@ -17,6 +17,7 @@ answer under ``/api/v1/`` has one.
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -76,6 +77,8 @@ def api_view(
     """``view`` (one of django-ninja's async URL views), with its log line and, for an ``audited``
     action, one audit row per call that got past authentication (malformed bodies included)."""
 
+    # wraps: the view's own attributes (django-ninja's csrf_exempt, for a bearer-only API) stay.
+    @functools.wraps(view)
     async def wrapped(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
         started = time.perf_counter()
         call = api_call(request)
@@ -109,13 +112,9 @@ async def _audit(call: ApiCall, *, status: int, duration_ms: float, path: str) -
         return
     if call.audited_action is None or call.identity is None:
         return
-    outcome = (
-        AuditOutcome.OK
-        if status < 400
-        else AuditOutcome.DENIED
-        if status in _REFUSALS
-        else AuditOutcome.ERROR
-    )
+    outcome = AuditOutcome.OK
+    if status >= 400:
+        outcome = AuditOutcome.DENIED if call.error_code in _REFUSALS else AuditOutcome.ERROR
     detail: dict[str, Any] = {
         "channel": "api",
         "provider": call.provider,

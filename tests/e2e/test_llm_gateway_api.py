@@ -46,6 +46,10 @@ def acme_openai(committed) -> LanguageModel:
     )
 
 
+def _model(*, tenant: str, **fields: str) -> LanguageModel:
+    return LanguageModelFactory(tenant=Tenant.objects.get(slug=tenant), **fields)
+
+
 @pytest.fixture
 def alice(committed, gateway_server) -> str:
     return api_token(committed, gateway_server)
@@ -75,11 +79,15 @@ async def test_a_call_answers_with_output_usage_cost_and_an_id_it_also_records(
     assert usage["total_tokens"] == usage["prompt_tokens"] + usage["completion_tokens"] > 0
     assert response.headers["X-Request-Id"] == "req-llm-1"
     row = await LlmUsage.objects.select_related("tenant", "user").aget(request_id="req-llm-1")
+    assert row.user is not None
     assert (row.tenant.slug, row.user.username, row.channel, row.outcome) == ("acme", "alice", "api", "ok")
     assert row.total_tokens == usage["total_tokens"]
     assert body["id"] in (str(row.pk), row.pk.hex)
-    event = await AuditEvent.objects.aget(request_id="req-llm-1", action=AuditAction.LLM_INVOKED)
-    assert (event.outcome, event.username, event.tenant_slug) == ("ok", "alice", "acme")
+    event = await AuditEvent.objects.select_related("tenant").aget(
+        request_id="req-llm-1", action=AuditAction.LLM_INVOKED
+    )
+    assert event.tenant is not None
+    assert (event.outcome, event.username, event.tenant.slug) == ("ok", "alice", "acme")
     assert event.detail["provider"] == "openai"
 
 
@@ -160,13 +168,7 @@ async def test_a_response_schema_that_is_no_json_schema_is_a_validation_error(
 async def test_deepseek_json_mode_parses_a_reply_wrapped_in_prose_and_fences(
     gateway_server, script_path, alice, committed
 ):
-    committed(
-        LanguageModelFactory,
-        tenant=Tenant.objects.get(slug="acme"),
-        name="acme-deepseek",
-        model="deepseek/deepseek-chat",
-        api_key="sk-deepseek-stored",
-    )
+    committed(_model, tenant="acme", name="acme-deepseek", model="deepseek/deepseek-chat", api_key="sk-ds")
     script(
         script_path,
         'Sure! Here is the JSON you asked for:\n```json\n{"answer": 42, "unit": "none"}\n```\nAnything else?',
@@ -218,13 +220,7 @@ async def test_a_provider_with_no_key_for_this_tenant_is_not_configured(gateway_
 
 
 async def test_another_tenants_stored_key_is_never_used(gateway_server, alice, committed):
-    committed(
-        LanguageModelFactory,
-        tenant=Tenant.objects.get(slug="globex"),
-        name="globex-gemini",
-        model="gemini/gemini-2.0-flash",
-        api_key="globex-gemini-key",
-    )
+    committed(_model, tenant="globex", name="globex-gemini", model="gemini/gemini-2.0-flash", api_key="gx")
 
     response = await _invoke(gateway_server, alice, invoke_body(provider="gemini", model="gemini-2.0-flash"))
 

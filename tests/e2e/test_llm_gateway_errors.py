@@ -206,5 +206,6 @@ async def test_our_rate_limit_is_a_429_with_retry_after_and_audited_as_denied(ga
     error = assert_error(second, status=429, code="rate_limited")
     assert 1 <= int(second.headers["Retry-After"]) <= 3600
     assert error["details"]["retryAfterSeconds"] == int(second.headers["Retry-After"])
-    outcomes = [e.outcome async for e in AuditEvent.objects.filter(request_id="limited-1").order_by("pk")]
+    events = AuditEvent.objects.filter(request_id="limited-1", action=AuditAction.LLM_INVOKED).order_by("pk")
+    outcomes = [event.outcome async for event in events]
     assert outcomes == ["error", "denied"]

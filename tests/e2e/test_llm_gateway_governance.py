@@ -11,6 +11,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 from mcp.shared.exceptions import MCPError
+from mcp_types import TextContent
 
 from accounts.models import Role
 from llm_gateway.models import LlmBudget, LlmUsage
@@ -151,7 +152,9 @@ async def test_the_mcp_tool_keeps_the_same_contract(
     assert tools["llm_invoke"].output_schema is not None
     assert not result.is_error, result.content
     assert result.structured_content["output"] == {"answer": 42}
-    assert json.loads(result.content[-1].text) == result.structured_content
+    text = result.content[-1]
+    assert isinstance(text, TextContent)
+    assert json.loads(text.text) == result.structured_content
     assert refused.value.code == -32029
     assert refused.value.data["retryAfterSeconds"] > 0
     channels = [row.channel async for row in LlmUsage.objects.filter(tenant=own.tenant)]
