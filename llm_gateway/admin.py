@@ -17,6 +17,7 @@ from typing import Any
 
 from django import forms
 from django.contrib import admin
+from django.db import IntegrityError
 from django.db.models import (
     Case,
     DateTimeField,
@@ -129,6 +130,21 @@ class LlmBudgetAdmin(admin.ModelAdmin):
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[LlmBudget]:
         return budgets_with_use(super().get_queryset(request), now=timezone.now())
+
+    def changeform_view(
+        self,
+        request: HttpRequest,
+        object_id: str | None = None,
+        form_url: str = "",
+        extra_context: dict[str, Any] | None = None,
+    ) -> HttpResponse:
+        try:
+            return super().changeform_view(request, object_id, form_url, extra_context)
+        except IntegrityError:
+            # Another operator saved the same tenant's (or person's) budget for the period between
+            # this form's checks and its insert; the admin's transaction is rolled back. Checked
+            # again, the form now says which budget is in the way instead of a server error.
+            return super().changeform_view(request, object_id, form_url, extra_context)
 
     @admin.display(description="person", ordering="user__username")
     def person(self, budget: LlmBudget) -> str:

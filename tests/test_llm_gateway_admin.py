@@ -221,6 +221,26 @@ def test_a_second_budget_for_the_same_tenant_or_person_and_period_is_a_form_erro
     assert _budget_post(client, tenant=member.tenant.pk, period="month", max_tokens="1").status_code == 302
 
 
+def test_a_budget_saved_meanwhile_by_someone_else_is_a_form_error_not_a_server_error(
+    client, operator, tenant, monkeypatch
+):
+    LlmBudgetFactory.create(tenant=tenant, period="day")
+    checks = {"count": 0}
+    real = LlmBudget.validate_constraints
+
+    def late(self: LlmBudget, exclude: Any = None) -> None:
+        # The first check ran before the other operator's budget was saved: it found nothing.
+        checks["count"] += 1
+        if checks["count"] > 1:
+            real(self, exclude)
+
+    monkeypatch.setattr(LlmBudget, "validate_constraints", late)
+    errors = _form_errors(_budget_post(client, tenant=tenant.pk, max_tokens="7"))
+    assert errors["__all__"] == ["This tenant already has a budget for this period."]
+    assert checks["count"] == 2
+    assert LlmBudget.objects.get().max_tokens == 10_000
+
+
 def test_a_nul_in_the_note_is_refused_on_the_field(client, operator, tenant):
     errors = _form_errors(_budget_post(client, tenant=tenant.pk, max_tokens="1", note="a\x00b"))
     assert "note" in errors
