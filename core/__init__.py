@@ -1,7 +1,8 @@
 """The floor every app stands on: what the whole product needs and no single endpoint owns.
 
 Owns: the error hierarchy (``errors``) and its HTTP translation (``http_errors``); the audit trail
-(``models.AuditEvent``, ``audit``, ``audit_entry``, ``audit_export``, ``audit_retention``); rate limits
+(``models.AuditEvent``, ``audit``, ``audit_entry``, ``audit_export``, ``audit_retention``) and the
+CSV export admin lists share (``csv_export``); rate limits
 (``models.RateLimitRule``, ``ratelimit``, ``ratelimit_rules``, ``throttles``); metrics (``metrics``);
 the request context (request id, client address) and the plain-ASGI helpers (``request_context``,
 ``asgi_http``); the caller's ``identity``; the async database pool (``db``, ``querycount``);

@@ -4,20 +4,18 @@ rate-limit rules (editable, with the defaults they override shown above the list
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from typing import Any
 
 from django import forms
 from django.contrib import admin
-from django.core.exceptions import PermissionDenied
-from django.core.handlers.asgi import ASGIRequest
 from django.db.models import QuerySet
-from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
-from django.urls import URLPattern, path
-from django.utils import timezone
+from django.http import HttpRequest, HttpResponse
 from django.utils.html import format_html
 from django.utils.text import Truncator
 
-from core.audit_export import audit_csv_lines, lines_async
+from core.audit_export import audit_csv_lines
+from core.csv_export import CsvExportAdmin
 from core.models import AuditEvent, RateLimitRule
 from core.ratelimit_rules import rate_limit_defaults, rate_limit_rule_validate
 
@@ -49,7 +47,7 @@ class _UsernameFilter(admin.SimpleListFilter):
 
 
 @admin.register(AuditEvent)
-class AuditEventAdmin(admin.ModelAdmin):
+class AuditEventAdmin(CsvExportAdmin):
     # Fits a 1280-pixel screen beside the filters: the client by its name, long values cut short
     # (and wrapped, templates/admin/core/auditevent/change_list.html), and the ids (request,
     # session, address) left to the event's own page and the search box.
@@ -65,6 +63,7 @@ class AuditEventAdmin(admin.ModelAdmin):
     exclude = ["detail"]
     readonly_fields = ["detail_json"]
     actions = ["export_csv"]
+    csv_filename_prefix = "audit"
     # Counting every row of a large audit table on each page view is slow; a filtered count is enough.
     show_full_result_count = False
 
@@ -105,24 +104,8 @@ class AuditEventAdmin(admin.ModelAdmin):
         context = {"is_nav_sidebar_enabled": False, **(extra_context or {})}
         return super().changelist_view(request, extra_context=context)
 
-    def get_urls(self) -> list[URLPattern]:
-        export = path(
-            "export/",
-            self.admin_site.admin_view(self.export_view),
-            name=f"{self.opts.app_label}_{self.opts.model_name}_export",
-        )
-        return [export, *super().get_urls()]
-
-    def export_view(self, request: HttpRequest) -> HttpResponse | StreamingHttpResponse:
-        """The changelist's current filters and search, as CSV (the "Export" button)."""
-        if not self.has_view_permission(request):
-            raise PermissionDenied
-        changelist = self.get_changelist_instance(request)
-        return _csv_response(request, changelist.get_queryset(request))
-
-    @admin.action(description="Export selected as CSV", permissions=["view"])
-    def export_csv(self, request: HttpRequest, queryset: QuerySet[AuditEvent]) -> StreamingHttpResponse:
-        return _csv_response(request, queryset)
+    def csv_lines(self, queryset: QuerySet[AuditEvent]) -> Iterator[str]:
+        return audit_csv_lines(events=queryset)
 
 
 # Enough to tell clients and targets apart; the event's own page shows them whole.
@@ -131,17 +114,6 @@ LIST_TEXT_MAX_CHARS = 32
 
 def _short(value: str) -> str:
     return Truncator(value).chars(LIST_TEXT_MAX_CHARS)
-
-
-def _csv_response(request: HttpRequest, events: QuerySet[AuditEvent]) -> StreamingHttpResponse:
-    lines = audit_csv_lines(events=events)
-    response = StreamingHttpResponse(
-        lines_async(lines) if isinstance(request, ASGIRequest) else lines,
-        content_type="text/csv; charset=utf-8",
-    )
-    filename = f"audit-{timezone.now():%Y%m%d-%H%M%S}.csv"
-    response["Content-Disposition"] = f'attachment; filename="{filename}"'
-    return response
 
 
 class RateLimitRuleForm(forms.ModelForm):

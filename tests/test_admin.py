@@ -22,6 +22,7 @@ from conversations.models import Conversation, SessionBinding, Turn
 from core.models import AuditEvent, RateLimitRule
 from data_agent.models import AgentPreference, Dataset, DataSource, Ontology
 from language_models.models import LanguageModel
+from llm_gateway.models import LlmBudget, LlmUsage
 from mcp_gateway.models import McpSession, TenantToolset
 from oauth.models import AccessToken, Grant, RedirectUriPattern, RefreshToken, RememberedConsent
 from tests.admin_support import admin_url
@@ -47,6 +48,7 @@ from tests.factories import (
     TurnFactory,
     UserFactory,
 )
+from tests.llm_admin_support import LlmBudgetFactory, LlmUsageFactory
 from workflows.models import Workflow, WorkflowContext
 
 pytestmark = pytest.mark.django_db
@@ -92,6 +94,8 @@ MAKERS: dict[type[Model], Callable[[], Model]] = {
     Conversation: lambda: ConversationFactory.create(),
     Turn: lambda: TurnFactory.create(),
     SessionBinding: lambda: SessionBindingFactory.create(),
+    LlmBudget: lambda: LlmBudgetFactory.create(),
+    LlmUsage: lambda: LlmUsageFactory.create(),
 }
 REGISTERED = sorted(admin.site._registry, key=lambda model: model._meta.label)
 
@@ -181,8 +185,8 @@ def test_staff_without_permissions_are_refused(client, model):
     assert client.get(admin_url(model, "change", obj.pk)).status_code == 403
 
 
-# Actions tested in test_admin_oauth.py, test_admin_audit.py, test_data_sources.py and
-# test_language_models.py; delete_selected is tested here.
+# Actions tested in test_admin_oauth.py, test_admin_audit.py, test_data_sources.py,
+# test_language_models.py and test_llm_gateway_admin.py; delete_selected is tested here.
 CUSTOM_ACTIONS: dict[type[Model], set[str]] = {
     AccessToken: {"revoke_tokens"},
     RefreshToken: {"revoke_tokens"},
@@ -190,6 +194,7 @@ CUSTOM_ACTIONS: dict[type[Model], set[str]] = {
     AuditEvent: {"export_csv"},
     DataSource: {"generate_ontology"},
     LanguageModel: {"test_model"},
+    LlmUsage: {"export_csv"},
 }
 
 

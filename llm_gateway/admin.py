@@ -1,0 +1,247 @@
+"""Operators see and change each tenant's LLM budgets, and read (and export) the usage records.
+
+A budget's list shows what its tenant or person has used so far this period, summed from the usage
+records in the same query as the page (a correlated subquery per column, not a query per row). The
+form refuses a person who is not a member of the budget's tenant, and the model's constraints (one
+budget per tenant or person and period, at least one limit, no negative limit) come back as form
+errors. Usage records are the record budgets are summed from: nobody adds, edits or deletes them
+here, since deleting one would quietly give its tokens and cost back to the budget.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from decimal import Decimal
+from typing import Any
+
+from django import forms
+from django.contrib import admin
+from django.db import IntegrityError
+from django.db.models import (
+    Case,
+    DateTimeField,
+    DecimalField,
+    OuterRef,
+    PositiveBigIntegerField,
+    Q,
+    QuerySet,
+    Subquery,
+    Sum,
+    Value,
+    When,
+)
+from django.db.models.functions import Coalesce
+from django.db.models.lookups import IsNull
+from django.http import HttpRequest, HttpResponse
+from django.utils import timezone
+from django.utils.text import Truncator
+
+from accounts.models import Membership
+from core.admin import LIST_TEXT_MAX_CHARS
+from core.csv_export import CSV_CHUNK_ROWS, CsvExportAdmin, csv_lines, csv_text
+from core.text_safety import text_unstorable_reason
+from llm_gateway.models import BudgetPeriod, LlmBudget, LlmUsage
+
+PERSON_NOT_MEMBER = (
+    "{username} is not a member of {tenant}. Choose one of its members (or service clients), "
+    "or leave this empty for the whole tenant."
+)
+NOTE_UNSTORABLE = "The note {reason}."
+WHOLE_TENANT = "whole tenant"
+NO_PERSON = "-"
+
+USAGE_CSV_COLUMNS = (
+    "created", "id", "tenant", "username", "client_id", "client", "channel", "provider", "model",
+    "key_source", "prompt_tokens", "completion_tokens", "total_tokens", "cost", "duration_ms", "outcome",
+    "error_code", "structured", "request_id",
+)  # fmt: skip
+
+
+def period_starts(*, now: datetime) -> dict[str, datetime]:
+    """When each budget period now running began: UTC midnight today, and the 1st of this UTC month."""
+    day = now.astimezone(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+    return {BudgetPeriod.DAY: day, BudgetPeriod.MONTH: day.replace(day=1)}
+
+
+def budgets_with_use(queryset: QuerySet[LlmBudget], *, now: datetime) -> QuerySet[LlmBudget]:
+    """``queryset`` annotated with ``tokens_used`` and ``cost_used`` in each budget's current period.
+
+    A whole-tenant budget counts every call of the tenant (a deleted person's too); a person's
+    counts theirs. Refused and failed calls count for what they spent, usually nothing.
+    """
+    starts = period_starts(now=now)
+    period_start = Case(
+        *(When(period=period, then=Value(start)) for period, start in starts.items()),
+        output_field=DateTimeField(),
+    )
+    calls = (
+        LlmUsage.objects.filter(tenant=OuterRef("tenant"), created__gte=OuterRef("period_start"))
+        .filter(Q(IsNull(OuterRef("user"), True)) | Q(user=OuterRef("user")))
+        .order_by()
+        .values("tenant")
+    )
+    tokens = calls.annotate(total=Sum("total_tokens")).values("total")
+    cost = calls.annotate(total=Sum("cost")).values("total")
+    return queryset.annotate(period_start=period_start).annotate(
+        tokens_used=Coalesce(Subquery(tokens), Value(0), output_field=PositiveBigIntegerField()),
+        cost_used=Coalesce(
+            Subquery(cost), Value(Decimal(0)), output_field=DecimalField(max_digits=20, decimal_places=8)
+        ),
+    )
+
+
+class LlmBudgetForm(forms.ModelForm):
+    class Meta:
+        model = LlmBudget
+        fields = ["tenant", "user", "period", "max_tokens", "max_cost", "note"]
+
+    def clean_note(self) -> str:
+        # Django refuses a NUL itself; an unpaired surrogate would fail PostgreSQL's insert.
+        note: str = self.cleaned_data["note"]
+        reason = text_unstorable_reason(note)
+        if reason is not None:
+            raise forms.ValidationError(NOTE_UNSTORABLE.format(reason=reason))
+        return note
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean() or {}
+        tenant, user = cleaned.get("tenant"), cleaned.get("user")
+        if (
+            tenant is not None
+            and user is not None
+            and not Membership.objects.filter(tenant=tenant, user=user).exists()
+        ):
+            self.add_error("user", PERSON_NOT_MEMBER.format(username=user.username, tenant=tenant.slug))
+        return cleaned
+
+
+@admin.register(LlmBudget)
+class LlmBudgetAdmin(admin.ModelAdmin):
+    form = LlmBudgetForm
+    list_display = [
+        "tenant", "person", "period", "max_tokens", "tokens_used", "max_cost", "cost_used", "note_short",
+    ]  # fmt: skip
+    list_filter = ["tenant", "period"]
+    list_select_related = ["tenant", "user"]
+    search_fields = ["tenant__slug", "user__username"]
+    autocomplete_fields = ["tenant", "user"]
+    readonly_fields = ["created", "updated"]
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[LlmBudget]:
+        return budgets_with_use(super().get_queryset(request), now=timezone.now())
+
+    def changeform_view(
+        self,
+        request: HttpRequest,
+        object_id: str | None = None,
+        form_url: str = "",
+        extra_context: dict[str, Any] | None = None,
+    ) -> HttpResponse:
+        try:
+            return super().changeform_view(request, object_id, form_url, extra_context)
+        except IntegrityError:
+            # Another operator saved the same tenant's (or person's) budget for the period between
+            # this form's checks and its insert; the admin's transaction is rolled back. Checked
+            # again, the form now says which budget is in the way instead of a server error.
+            return super().changeform_view(request, object_id, form_url, extra_context)
+
+    @admin.display(description="person", ordering="user__username")
+    def person(self, budget: LlmBudget) -> str:
+        return budget.user.username if budget.user is not None else WHOLE_TENANT
+
+    @admin.display(description="tokens used this period", ordering="tokens_used")
+    def tokens_used(self, budget: Any) -> int:
+        return int(budget.tokens_used)
+
+    @admin.display(description="cost used this period", ordering="cost_used")
+    def cost_used(self, budget: Any) -> str:
+        return f"{budget.cost_used:.4f}"
+
+    @admin.display(description="note", ordering="note")
+    def note_short(self, budget: LlmBudget) -> str:
+        return _short(budget.note)
+
+
+@admin.register(LlmUsage)
+class LlmUsageAdmin(CsvExportAdmin):
+    list_display = [
+        "created", "tenant", "person", "client", "channel", "provider", "model_short", "total_tokens",
+        "cost", "duration_ms", "outcome", "error_code",
+    ]  # fmt: skip
+    list_filter = ["tenant", "provider", "channel", "outcome", ("created", admin.DateFieldListFilter)]
+    list_select_related = ["tenant", "user", "application"]
+    date_hierarchy = "created"
+    search_fields = ["model", "request_id", "user__username"]
+    actions = ["export_csv"]
+    csv_filename_prefix = "llm-usage"
+    # A busy gateway's table is large; counting all of it on each page view is slow.
+    show_full_result_count = False
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    @admin.display(description="person", ordering="user__username")
+    def person(self, usage: LlmUsage) -> str:
+        return _short(usage.user.username) if usage.user is not None else NO_PERSON
+
+    @admin.display(description="client", ordering="application__name")
+    def client(self, usage: LlmUsage) -> str:
+        if usage.application is None:
+            return NO_PERSON
+        return _short(usage.application.name or usage.application.client_id)
+
+    @admin.display(description="model", ordering="model")
+    def model_short(self, usage: LlmUsage) -> str:
+        return _short(usage.model)
+
+    def changelist_view(
+        self, request: HttpRequest, extra_context: dict[str, Any] | None = None
+    ) -> HttpResponse:
+        # Twelve columns: the navigation sidebar gives its width to the table, as on the audit trail.
+        context = {"is_nav_sidebar_enabled": False, **(extra_context or {})}
+        return super().changelist_view(request, extra_context=context)
+
+    def csv_lines(self, queryset: QuerySet[LlmUsage]) -> Iterator[str]:
+        rows = map(
+            _usage_row,
+            queryset.select_related("tenant", "user", "application").iterator(chunk_size=CSV_CHUNK_ROWS),
+        )
+        return csv_lines(header=USAGE_CSV_COLUMNS, rows=rows)
+
+
+def _short(value: str) -> str:
+    return Truncator(value).chars(LIST_TEXT_MAX_CHARS)
+
+
+def _usage_row(usage: LlmUsage) -> list[Any]:
+    # The model, request id, usernames and client names are chosen by callers: every text cell is
+    # defused, the tenant's slug (letters, digits, - and _) cannot make a formula.
+    application = usage.application
+    return [
+        usage.created.isoformat(),
+        str(usage.id),
+        usage.tenant.slug,
+        csv_text(usage.user.username) if usage.user is not None else "",
+        csv_text(application.client_id) if application is not None else "",
+        csv_text(application.name) if application is not None else "",
+        csv_text(usage.channel),
+        csv_text(usage.provider),
+        csv_text(usage.model),
+        csv_text(usage.key_source),
+        usage.prompt_tokens,
+        usage.completion_tokens,
+        usage.total_tokens,
+        "" if usage.cost is None else usage.cost,
+        usage.duration_ms,
+        usage.outcome,
+        csv_text(usage.error_code),
+        "true" if usage.structured else "false",
+        csv_text(usage.request_id),
+    ]
