@@ -71,7 +71,8 @@ async def llm_gateway_invoke(
         schema = response_schema_prepare(schema=request.response_schema)
     # litellm takes seconds to import the first time: in a thread, never on the event loop.
     await asyncio.to_thread(litellm_import)
-    await db_call(_request_check, provider=request.provider, header_key=header_key)
+    # Once litellm is loaded its provider table is a set lookup: no thread needed.
+    _request_check(provider=request.provider, header_key=header_key)
 
     call = _Call(identity=identity, request=request, channel=channel, structured=schema is not None)
     try:
