@@ -149,7 +149,7 @@ async def llm_gateway_invoke(
 
 def _request_check(*, provider: str, header_key: str | None) -> None:
     """The checks that need litellm's provider table: refused before the budget, with the field."""
-    if not provider_known(provider):
+    if not provider_known(provider=provider):
         raise InvalidInput(PROVIDER_UNKNOWN.format(provider=provider), data={"field": "provider"})
     header_key_check(header_key=header_key)
 
