@@ -71,7 +71,8 @@ async def llm_gateway_invoke(
         schema = response_schema_prepare(schema=request.response_schema)
     # litellm takes seconds to import the first time: in a thread, never on the event loop.
     await asyncio.to_thread(litellm_import)
-    await db_call(_request_check, provider=request.provider, header_key=header_key)
+    # Once litellm is loaded its provider table is a set lookup: no thread needed.
+    _request_check(provider=request.provider, header_key=header_key)
 
     call = _Call(identity=identity, request=request, channel=channel, structured=schema is not None)
     try:
@@ -120,7 +121,13 @@ async def llm_gateway_invoke(
             response_format=built.response_format,
             options=options.options,
         )
-        output = structured_output_parse(text=completion.text, schema=schema, json_mode=options.json_mode)
+        if schema is None and not options.json_mode:
+            output = structured_output_parse(text=completion.text, schema=None, json_mode=False)
+        else:
+            # Lenient parsing and schema validation are CPU work on up to a whole answer: off the loop.
+            output = await asyncio.to_thread(
+                structured_output_parse, text=completion.text, schema=schema, json_mode=options.json_mode
+            )
     except Exception as error:
         # Ours (a provider failure, a broken schema) or not (a bug): either way the call is recorded.
         await call.failed(error, completion=completion)
@@ -142,7 +149,7 @@ async def llm_gateway_invoke(
 
 def _request_check(*, provider: str, header_key: str | None) -> None:
     """The checks that need litellm's provider table: refused before the budget, with the field."""
-    if not provider_known(provider):
+    if not provider_known(provider=provider):
         raise InvalidInput(PROVIDER_UNKNOWN.format(provider=provider), data={"field": "provider"})
     header_key_check(header_key=header_key)
 
@@ -211,6 +218,20 @@ class _Call:
             code=code,
             duration_ms=duration_ms,
         )
+        try:
+            await self._failure_record(
+                error_code=code, refused=refused, completion=completion, duration_ms=duration_ms
+            )
+        except Exception:
+            # The caller is owed the call's own error, not the record's (a database outage, say).
+            logger.exception(
+                "Usage record of a failed gateway call could not be written",
+                extra={"event": "usage_record_failed", "tenant": self.identity.tenant_slug},
+            )
+
+    async def _failure_record(
+        self, *, error_code: str, refused: bool, completion: Completion | None, duration_ms: int
+    ) -> None:
         await db_call(
             usage_record,
             identity=self.identity,
@@ -219,7 +240,7 @@ class _Call:
             model=self.model,
             key_source=self.key_source,
             outcome=UsageOutcome.REFUSED if refused else UsageOutcome.ERROR,
-            error_code=code,
+            error_code=error_code,
             # An answer that broke its schema was still paid for.
             prompt_tokens=completion.prompt_tokens if completion else 0,
             completion_tokens=completion.completion_tokens if completion else 0,

@@ -47,7 +47,7 @@ def _providers_list(*, tenant_id: int, header_key: str | None) -> ProvidersRespo
     key = header_key_check(header_key=header_key)
     configured: dict[str, list[LanguageModel]] = {}
     for language_model in tenant_language_models(tenant_id=tenant_id):
-        provider = language_model_provider(language_model)
+        provider = language_model_provider(language_model=language_model)
         if provider is not None:
             configured.setdefault(provider, []).append(language_model)
     ids = [*REPRESENTATIVE_MODELS, *sorted(set(configured) - set(REPRESENTATIVE_MODELS))]

@@ -51,12 +51,12 @@ MAX_HEADER_KEY_LENGTH = 4096
 _HEADER_KEY = re.compile(r"[\x21-\x7e]+")
 
 
-def provider_known(provider: str) -> bool:
+def provider_known(*, provider: str) -> bool:
     litellm = litellm_import()
     return provider in {str(getattr(known, "value", known)) for known in litellm.provider_list}
 
 
-def language_model_provider(language_model: LanguageModel) -> str | None:
+def language_model_provider(*, language_model: LanguageModel) -> str | None:
     """The provider litellm routes a configured model to; None for a string it cannot route."""
     try:
         return language_model_string_validate(
@@ -99,12 +99,12 @@ def gateway_model_resolve(
     ``InvalidInput`` for an unknown provider or unroutable model; ``NotReady`` when the tenant has no
     key for the provider and the caller gave none.
     """
-    if not provider_known(provider):
+    if not provider_known(provider=provider):
         raise InvalidInput(PROVIDER_UNKNOWN.format(provider=provider), data={"field": "provider"})
     key = header_key_check(header_key=header_key)
     model_string = model if model.startswith(f"{provider}/") else f"{provider}/{model}"
     configured = tenant_language_models(tenant_id=tenant_id)
-    on_provider = [lm for lm in configured if language_model_provider(lm) == provider]
+    on_provider = [lm for lm in configured if language_model_provider(language_model=lm) == provider]
     chosen = next((lm for lm in on_provider if lm.model == model_string), None) or next(
         (lm for lm in on_provider if lm.name == model), None
     )

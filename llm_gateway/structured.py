@@ -18,6 +18,7 @@ never the output, which may hold what the prompt did.
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -133,7 +134,7 @@ def _plain_output(text: str) -> Any:
     if stripped[:1] not in ("{", "["):
         return text
     try:
-        return json_loads_bounded(stripped)
+        return json_loads_bounded(stripped, parse_constant=_no_constants)
     except ValueError:
         return text
 
@@ -141,7 +142,7 @@ def _plain_output(text: str) -> Any:
 def _lenient_json(text: str) -> Any:
     stripped = text.strip()
     try:
-        return json_loads_bounded(stripped)
+        return json_loads_bounded(stripped, parse_constant=_no_constants)
     except JsonTooDeep:
         raise StructuredOutputInvalid(OUTPUT_NOT_JSON, data={"reason": "too_deep"}) from None
     except ValueError:
@@ -154,10 +155,28 @@ def _lenient_json(text: str) -> Any:
         raise StructuredOutputInvalid(OUTPUT_NOT_JSON, data={"reason": "too_deep"}) from None
     except Exception:
         raise StructuredOutputInvalid(OUTPUT_NOT_JSON, data={"reason": "not_json"}) from None
-    # json_repair answers "" when it found no JSON at all.
-    if value == "" and stripped != '""':
+    # json_repair answers "" when it found no JSON at all, and lets NaN and Infinity through.
+    if (value == "" and stripped != '""') or not _all_finite(value):
         raise StructuredOutputInvalid(OUTPUT_NOT_JSON, data={"reason": "not_json"})
     return value
+
+
+def _all_finite(value: Any) -> bool:
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, float) and not math.isfinite(item):
+            return False
+        if isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return True
+
+
+def _no_constants(name: str) -> Any:
+    # NaN and Infinity are not JSON: an answer holding them cannot be given back as JSON.
+    raise ValueError(f"{name} is not JSON")
 
 
 def _mismatch(error: ValidationError) -> StructuredOutputInvalid:

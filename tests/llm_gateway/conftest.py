@@ -57,17 +57,21 @@ async def _close_async_orm_connections():
 
 @pytest.fixture
 def contributor(tenant) -> Membership:
-    return MembershipFactory(user=UserFactory(username="contributor"), tenant=tenant, role="contributor")
+    return MembershipFactory.create(
+        user=UserFactory.create(username="contributor"), tenant=tenant, role="contributor"
+    )
 
 
 @pytest.fixture
 def caller(contributor) -> Identity:
-    return identity_of(contributor, application_id=ApplicationFactory().pk)
+    return identity_of(contributor, application_id=ApplicationFactory.create().pk)
 
 
 @pytest.fixture
 def colleague(tenant) -> Identity:
-    return identity_of(MembershipFactory(user=UserFactory(username="colleague"), tenant=tenant, role="admin"))
+    return identity_of(
+        MembershipFactory.create(user=UserFactory.create(username="colleague"), tenant=tenant, role="admin")
+    )
 
 
 @pytest.fixture

@@ -11,7 +11,7 @@ import pytest
 
 from core.errors import BudgetExceeded, NotReady, UpstreamRateLimited, UpstreamRefused
 from llm_gateway.invoke import llm_gateway_invoke
-from llm_gateway.metrics import GATEWAY_CALLS, GATEWAY_TOKENS
+from llm_gateway.metrics import GATEWAY_CALLS, GATEWAY_COST, GATEWAY_DURATION, GATEWAY_TOKENS
 from llm_gateway.models import LlmBudget, LlmUsage, UsageOutcome
 from tests.llm_gateway.conftest import HEADER_KEY, STORED_KEY, invoke_request
 
@@ -42,6 +42,12 @@ def _tokens(tenant: str, direction: str) -> float:
 async def test_an_answer_comes_back_with_its_usage_cost_and_record(caller, stored_openai, llm_script):
     llm_script({"gateway": "A gateway in front of MCP servers."})
     before_ok, before_prompt = _calls(caller.tenant_slug, "ok"), _tokens(caller.tenant_slug, "prompt")
+    cost_labels = {"tenant": caller.tenant_slug, "provider": "openai"}
+    before_cost = _sample(GATEWAY_COST, "gatehouse_llm_gateway_cost_usd_total", cost_labels)
+    duration_labels = {"provider": "openai", "channel": "api"}
+    before_timed = _sample(
+        GATEWAY_DURATION, "gatehouse_llm_gateway_call_duration_seconds_count", duration_labels
+    )
 
     response = await llm_gateway_invoke(
         identity=caller, request=invoke_request(), header_key=None, channel="api"
@@ -69,6 +75,13 @@ async def test_an_answer_comes_back_with_its_usage_cost_and_record(caller, store
     assert float(usage.cost or 0) == pytest.approx(response.cost)
     assert _calls(caller.tenant_slug, "ok") == before_ok + 1
     assert _tokens(caller.tenant_slug, "prompt") == before_prompt + response.usage.prompt_tokens
+    assert _sample(GATEWAY_COST, "gatehouse_llm_gateway_cost_usd_total", cost_labels) == pytest.approx(
+        before_cost + response.cost
+    )
+    assert (
+        _sample(GATEWAY_DURATION, "gatehouse_llm_gateway_call_duration_seconds_count", duration_labels)
+        == before_timed + 1
+    )
 
 
 async def test_a_configured_model_is_called_by_its_name(caller, stored_openai, llm_script):

@@ -75,7 +75,7 @@ def test_an_unconfigured_model_uses_the_stored_key_of_the_default_model_first(te
 
 
 def test_without_a_default_the_most_recently_updated_key_is_used(tenant):
-    older = LanguageModelFactory(
+    older = LanguageModelFactory.create(
         tenant=tenant, name="Older", model="openai/gpt-4o", api_key="sk-older-key-000000000"
     )
     LanguageModelFactory(tenant=tenant, name="Newer", model="openai/gpt-4o-mini", api_key=STORED_KEY)

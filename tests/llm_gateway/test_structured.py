@@ -170,6 +170,13 @@ def test_an_answer_that_is_not_json_at_all_is_an_error():
         structured_output_parse(text="I would rather not say.", schema=CITY, json_mode=False)
 
 
+def test_nan_and_infinity_are_not_json():
+    assert structured_output_parse(text='{"a": NaN}', schema=None, json_mode=False) == '{"a": NaN}'
+    for text in ('{"a": NaN}', "Here: [Infinity]"):
+        with pytest.raises(StructuredOutputInvalid):
+            structured_output_parse(text=text, schema=None, json_mode=True)
+
+
 def test_an_answer_nested_too_deep_is_an_error_not_a_crash():
     with pytest.raises(StructuredOutputInvalid):
         structured_output_parse(text="[" * 100_000, schema=None, json_mode=True)
