@@ -46,8 +46,8 @@ def acme_openai(committed) -> LanguageModel:
     )
 
 
-def _model(*, tenant: str, **fields: str) -> LanguageModel:
-    return LanguageModelFactory(tenant=Tenant.objects.get(slug=tenant), **fields)
+def _model(*, tenant: str, **fields: str) -> None:
+    LanguageModelFactory(tenant=Tenant.objects.get(slug=tenant), **fields)
 
 
 @pytest.fixture
