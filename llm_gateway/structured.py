@@ -85,6 +85,24 @@ def response_schema_prepare(*, schema: dict[str, Any]) -> dict[str, Any]:
     return prepared
 
 
+def _strict_compatible(node: Any) -> bool:
+    """Whether a provider's strict mode takes ``node`` (OpenAI's rule: every object lists all its
+    properties as required and allows no others, at every depth). A schema with optional fields is
+    still sent, without ``strict``: the provider follows it, and our validation holds the answer."""
+    if isinstance(node, list):
+        return all(_strict_compatible(item) for item in node)
+    if not isinstance(node, dict):
+        return True
+    properties = node.get("properties")
+    if isinstance(properties, dict) and (
+        node.get("additionalProperties") is not False or set(node.get("required") or ()) != set(properties)
+    ):
+        return False
+    return all(
+        _strict_compatible(value) for key, value in node.items() if key not in ("enum", "const", "default")
+    )
+
+
 def structured_request_build(
     *,
     messages: list[dict[str, str]],
@@ -97,7 +115,7 @@ def structured_request_build(
     if schema is not None and structured_output:
         response_format = {
             "type": "json_schema",
-            "json_schema": {"name": "response", "schema": schema, "strict": True},
+            "json_schema": {"name": "response", "schema": schema, "strict": _strict_compatible(schema)},
         }
         return StructuredRequest(messages=messages, response_format=response_format, native=True)
     if schema is not None:

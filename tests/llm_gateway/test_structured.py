@@ -111,6 +111,26 @@ def test_a_model_that_enforces_schemas_gets_it_as_strict_response_format():
     }
 
 
+def test_a_schema_with_optional_or_open_objects_is_sent_without_strict():
+    optional = response_schema_prepare(
+        schema={"type": "object", "properties": {"city": {"type": "string"}, "note": {"type": "string"}}}
+    )
+    nested_open = response_schema_prepare(
+        schema={
+            "type": "object",
+            "properties": {"place": {"type": "object", "properties": {"city": {"type": "string"}}}},
+            "required": ["place"],
+        }
+    )
+
+    for schema in (optional, nested_open):
+        built = structured_request_build(
+            messages=MESSAGES, schema=schema, json_mode=False, structured_output=True, native_json_mode=True
+        )
+        assert built.response_format is not None
+        assert built.response_format["json_schema"]["strict"] is False
+
+
 def test_other_models_get_an_instruction_and_json_mode_where_they_have_it():
     schema = response_schema_prepare(schema=CITY)
 
