@@ -36,6 +36,12 @@ HOSTILE_NAMES = {
 }
 
 
+def _found(pattern: str, text: str) -> str:
+    match = re.search(pattern, text)
+    assert match is not None, text[:2000]
+    return match.group(1)
+
+
 # The services
 
 
@@ -94,7 +100,7 @@ def test_an_unknown_role_is_refused(tenant, role):
 def test_deleting_revokes_its_tokens_and_removes_application_and_account(tenant, owner):
     service_client, _ = service_client_create(tenant=tenant, name="Backend", role="contributor")
     membership = Membership.objects.get(user=service_client.account)
-    token = AccessTokenFactory(membership=membership, application=service_client.application)
+    token = AccessTokenFactory.create(membership=membership, application=service_client.application)
 
     service_client_delete(service_client=service_client, by=owner.user)
 
@@ -109,7 +115,7 @@ def test_deleting_revokes_its_tokens_and_removes_application_and_account(tenant,
 
 
 def test_the_list_is_per_tenant(tenant):
-    other = TenantFactory()
+    other = TenantFactory.create()
     mine, _ = service_client_create(tenant=tenant, name="Mine", role="viewer")
     service_client_create(tenant=other, name="Theirs", role="viewer")
 
@@ -124,7 +130,7 @@ def test_an_unknown_or_hostile_client_id_is_not_found(client_id):
 
 
 def test_another_tenants_client_is_not_found_within_my_tenants(tenant):
-    theirs, _ = service_client_create(tenant=TenantFactory(), name="Theirs", role="viewer")
+    theirs, _ = service_client_create(tenant=TenantFactory.create(), name="Theirs", role="viewer")
     with pytest.raises(NotFound):
         service_client_get(
             client_id=theirs.application.client_id, tenants=type(tenant).objects.filter(pk=tenant.pk)
@@ -138,8 +144,8 @@ def test_the_command_creates_prints_the_secret_once_and_a_token_request(tenant, 
     call_command("service_client", "create", tenant.slug, "Nightly report", "--role", "viewer")
 
     out = capsys.readouterr().out
-    client_id = re.search(r"client_id:\s+(\S+)", out).group(1)
-    secret = re.search(r"client_secret:\s+(\S+)", out).group(1)
+    client_id = _found(r"client_id:\s+(\S+)", out)
+    secret = _found(r"client_secret:\s+(\S+)", out)
     service_client = ServiceClient.objects.get(application__client_id=client_id)
     assert check_password(secret, service_client.application.client_secret)
     assert Membership.objects.get(user=service_client.account).role == Role.VIEWER
@@ -205,7 +211,7 @@ def test_the_admin_adds_one_and_shows_the_secret_once(client, operator, tenant):
     service_client = ServiceClient.objects.get()
     assert service_client.created_by == operator
     page = response.content.decode()
-    secret = re.search(r"client secret: (\S+) ", page).group(1)
+    secret = _found(r"client secret: (\S+) ", page)
     assert check_password(secret, service_client.application.client_secret)
     assert service_client.application.client_id in page
     # Shown once: the list and the object's page never show it again.
