@@ -7,6 +7,7 @@ The token side of a service client is tests/e2e/test_client_credentials.py."""
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import pytest
 from django.contrib.auth.hashers import check_password
@@ -40,7 +41,7 @@ def _csrf(browser: Client) -> str:
     return match.group(1)
 
 
-def _post(browser: Client, url: str, data: dict[str, str]) -> object:
+def _post(browser: Client, url: str, data: dict[str, str]) -> Any:
     return browser.post(url, {**data, "csrfmiddlewaretoken": _csrf(browser)})
 
 
