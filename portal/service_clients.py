@@ -16,6 +16,7 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_POST
 
 from accounts.models import Role, Tenant, User
+from accounts.selectors import tenant_list_administered
 from core.errors import InvalidInput, NotFound, PermissionDenied
 from oauth.service_clients import (
     NAME_MAX_LENGTH,
@@ -35,9 +36,7 @@ TEMPLATE = "accounts/service_clients.html"
 def _admin_tenants(request: HttpRequest) -> QuerySet[Tenant]:
     """The active tenants where the signed-in person is an admin; refused if there is none."""
     assert isinstance(request.user, User)
-    tenants = Tenant.objects.filter(
-        is_active=True, memberships__user=request.user, memberships__role=Role.ADMIN
-    ).order_by("name")
+    tenants = tenant_list_administered(user=request.user)
     if not tenants.exists():
         raise PermissionDenied(ADMINS_ONLY)
     return tenants
