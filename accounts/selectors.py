@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.db.models import QuerySet
 
-from accounts.models import Membership, Tenant, User
+from accounts.models import Membership, Role, Tenant, User
 from core.errors import NotFound
 from core.text_safety import text_is_storable
 
@@ -13,6 +13,13 @@ def membership_list_for_user(*, user: User) -> QuerySet[Membership]:
         .select_related("tenant")
         .order_by("tenant__name")
     )
+
+
+def tenant_list_administered(*, user: User) -> QuerySet[Tenant]:
+    """The active tenants where ``user`` is an admin, by name."""
+    return Tenant.objects.filter(
+        is_active=True, memberships__user=user, memberships__role=Role.ADMIN
+    ).order_by("name")
 
 
 def membership_get(*, user: User, tenant: Tenant) -> Membership | None:

@@ -13,7 +13,7 @@ from django.shortcuts import redirect, render
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_POST
 
-from accounts.models import User
+from accounts.models import Role, User
 from accounts.scopes import scope_definitions
 from accounts.selectors import membership_list_for_user
 from portal.connected import (
@@ -47,8 +47,11 @@ def home(request: HttpRequest) -> HttpResponse:
     end them."""
     context: dict[str, object] = {"mcp_url": settings.MCP_RESOURCE_URL}
     if isinstance(request.user, User):
+        memberships = list(membership_list_for_user(user=request.user))
         context |= {
-            "memberships": list(membership_list_for_user(user=request.user)),
+            "memberships": memberships,
+            # Tenant admins manage service clients (portal.service_clients); the page is linked for them.
+            "administers": any(membership.role == Role.ADMIN for membership in memberships),
             "connections": connection_list_for_user(user=request.user),
             "sessions": session_list_for_user(user=request.user),
         }

@@ -24,7 +24,15 @@ from data_agent.models import AgentPreference, Dataset, DataSource, Ontology
 from language_models.models import LanguageModel
 from llm_gateway.models import LlmBudget, LlmUsage
 from mcp_gateway.models import McpSession, TenantToolset
-from oauth.models import AccessToken, Grant, RedirectUriPattern, RefreshToken, RememberedConsent
+from oauth.models import (
+    AccessToken,
+    Grant,
+    RedirectUriPattern,
+    RefreshToken,
+    RememberedConsent,
+    ServiceClient,
+)
+from oauth.service_clients import service_client_create
 from tests.admin_support import admin_url
 from tests.factories import (
     AccessTokenFactory,
@@ -84,6 +92,7 @@ MAKERS: dict[type[Model], Callable[[], Model]] = {
     RateLimitRule: lambda: RateLimitRuleFactory.create(tenant=TenantFactory.create()),
     RedirectUriPattern: lambda: RedirectUriPatternFactory.create(application=ApplicationFactory.create()),
     RememberedConsent: lambda: RememberedConsentFactory.create(),
+    ServiceClient: lambda: service_client_create(tenant=TenantFactory.create(), name="Job", role="viewer")[0],
     DataSource: lambda: DataSourceFactory.create(),
     Ontology: lambda: OntologyFactory.create(),
     Dataset: lambda: DatasetFactory.create(),

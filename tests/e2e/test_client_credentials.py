@@ -5,6 +5,7 @@ its one tenant, and refused (saying why) once that account or tenant can no long
 from __future__ import annotations
 
 import base64
+import re
 
 import httpx
 import pytest
@@ -30,6 +31,7 @@ from oauth.validators import (
     TENANT_INACTIVE,
 )
 from tests.e2e.conftest import _in_own_thread
+from tests.e2e.harness import Person, parse_form
 from tests.e2e.raw_mcp import MCP_HEADERS, initialize_body
 from tests.factories import ApplicationFactory, TenantFactory
 
@@ -327,3 +329,33 @@ async def test_issued_and_refused_tokens_are_audited(server, service_client, dja
     assert issued.detail["grant_type"] == "client_credentials"
     assert refused.detail["error"] == "invalid_target"
     assert secret not in str(issued.detail) + str(refused.detail)
+
+
+async def test_a_tenant_admin_makes_one_on_the_portal_and_it_gets_a_token(server, committed, browser):
+    # committed: the rows the server makes are removed after the test like any other.
+    page = await browser.open(
+        "/accounts/service-clients/", username="alice", password=Person("alice").password
+    )
+    assert page.status_code == 200, page.text[:500]
+    form = parse_form(page.text, action="/accounts/service-clients/create/")
+    created = await browser.client.post(
+        "/accounts/service-clients/create/",
+        data={**form["fields"], "tenant": "acme", "name": "Portal-made job", "role": "contributor"},
+    )
+    assert created.status_code == 200, created.text[:500]
+    client_id = re.search(r'<code id="client-id">([^<]+)</code>', created.text)
+    secret = re.search(r'<code id="client-secret">([^<]+)</code>', created.text)
+    assert client_id is not None
+    assert secret is not None
+
+    async with httpx.AsyncClient(timeout=10) as http:
+        response = await http.post(
+            f"{server.base_url}/oauth/token/",
+            data={"grant_type": "client_credentials", "resource": api_url(server)},
+            auth=(client_id.group(1), secret.group(1)),
+        )
+
+    assert response.status_code == 200, response.text
+    identity = await identity_from_api_bearer(raw_token=response.json()["access_token"])
+    assert (identity.tenant_slug, identity.role) == ("acme", Role.CONTRIBUTOR)
+    assert identity.username.startswith("svc-acme-")

@@ -17,12 +17,17 @@ def test_the_authorization_server_metadata_advertises_what_mcp_clients_need(serv
     assert metadata["revocation_endpoint"] == f"{server.base_url}/oauth/revoke/"
     assert metadata["code_challenge_methods_supported"] == ["S256"]
     assert metadata["response_types_supported"] == ["code"]
-    assert set(metadata["grant_types_supported"]) == {"authorization_code", "refresh_token"}
+    assert set(metadata["grant_types_supported"]) == {
+        "authorization_code",
+        "refresh_token",
+        "client_credentials",
+    }
     assert "none" in metadata["token_endpoint_auth_methods_supported"]
     assert metadata["client_id_metadata_document_supported"] is True
     assert metadata["authorization_response_iss_parameter_supported"] is True
     assert metadata["scopes_supported"] == [
         "data_agent:write",
+        "llm:invoke",
         "mcp:read",
         "mcp:write",
         "ontologies:read",
@@ -43,6 +48,7 @@ def test_the_protected_resource_metadata_names_the_mcp_endpoint(server, path):
         "authorization_servers": [server.base_url],
         "scopes_supported": [
             "data_agent:write",
+            "llm:invoke",
             "mcp:read",
             "mcp:write",
             "ontologies:read",

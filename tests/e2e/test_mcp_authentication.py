@@ -30,8 +30,8 @@ def assert_challenge(response: httpx.Response, server, *, error: str | None) -> 
     assert challenge.startswith("Bearer ")
     assert f'resource_metadata="{server.base_url}/.well-known/oauth-protected-resource/mcp"' in challenge
     assert (
-        'scope="data_agent:write mcp:read mcp:write ontologies:read workflows:agent workflows:read'
-        ' workflows:run"'
+        'scope="data_agent:write llm:invoke mcp:read mcp:write ontologies:read workflows:agent'
+        ' workflows:read workflows:run"'
     ) in challenge
     if error:
         assert f'error="{error}"' in challenge
@@ -62,6 +62,17 @@ def test_an_expired_token_is_refused(server, committed):
 
 def test_a_token_for_another_resource_is_refused(server, committed):
     token = committed(AccessTokenFactory, resource=["https://elsewhere.example/mcp"])
+    response = post_initialize(server, {"authorization": f"Bearer {token.token}"})
+    assert_challenge(response, server, error="invalid_token")
+    assert "resource" in response.json()["error_description"]
+
+
+@pytest.mark.parametrize("resources", [["api"], ["mcp", "api"]], ids=["api", "mcp-and-api"])
+def test_a_token_for_the_api_is_refused(server, committed, resources):
+    # The API is a resource of its own: its tokens, even one naming /mcp beside it, open no session.
+    urls = {"mcp": server.mcp_url, "api": f"{server.public_url}/api"}
+    membership = committed(MembershipFactory)
+    token = committed(AccessTokenFactory, membership=membership, resource=[urls[r] for r in resources])
     response = post_initialize(server, {"authorization": f"Bearer {token.token}"})
     assert_challenge(response, server, error="invalid_token")
     assert "resource" in response.json()["error_description"]

@@ -128,6 +128,7 @@ async def test_a_whole_connection_audits_registration_login_consent_and_token_on
     assert _tenant(consented) == "acme"
     assert sorted(consented.detail["scopes"]) == [
         "data_agent:write",
+        "llm:invoke",
         "mcp:read",
         "mcp:write",
         "ontologies:read",

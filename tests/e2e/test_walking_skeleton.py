@@ -30,6 +30,7 @@ async def test_the_sdk_client_signs_in_consents_and_calls_whoami(server):
     assert identity["role"] == "admin"
     assert identity["scopes"] == [
         "data_agent:write",
+        "llm:invoke",
         "mcp:read",
         "mcp:write",
         "ontologies:read",
