@@ -13,8 +13,10 @@ from __future__ import annotations
 import asyncio
 import json
 import secrets
+import shlex
 import socket
 import sqlite3
+import subprocess
 
 import httpx
 import httpx2
@@ -181,6 +183,49 @@ async def test_the_workflow_walk_through_works_on_sqlite(fresh):
     assert rotated.structured_content["summary_source"] == "derived"
     closed = rotated.structured_content["previous_conversation_id"]
     assert closed in [c["conversation_id"] for c in listed.structured_content["conversations"]]
+
+
+def _curl(command: str) -> dict:
+    """Run a curl line exactly as printed for the reader (curl is there on a newcomer's machine)."""
+    completed = subprocess.run(shlex.split(command), capture_output=True, text=True, timeout=60, check=False)
+    assert completed.returncode == 0, completed.stderr
+    return dict(json.loads(completed.stdout))
+
+
+async def test_the_llm_gateway_walk_through_works_on_sqlite(fresh):
+    """docs/llm-gateway.md's first call, as a newcomer follows it right after `make run`: a service
+    client, the token command it prints, the providers, a call. Without a provider's key or the
+    internet the call itself is the documented refusal (acme has no key for it)."""
+    server = fresh.serving()
+    code, out, err = await asyncio.to_thread(
+        fresh.manage, "service_client", "create", "acme", "Reporting job", "--role", "contributor",
+        PORT=str(fresh.port),
+    )  # fmt: skip
+    assert code == 0, err
+    token_command = out.strip().splitlines()[-1]
+    assert token_command.startswith("curl "), out
+    issued = await asyncio.to_thread(_curl, token_command)
+    assert "llm:invoke" in issued["scope"].split(), issued
+    headers = {"Authorization": f"Bearer {issued['access_token']}"}
+    async with httpx.AsyncClient(base_url=server.base_url, headers=headers, timeout=60) as http:
+        providers = await http.get("/api/v1/providers")
+        refused = await http.post(
+            "/api/v1/llm/invoke",
+            json={
+                "provider": "anthropic",
+                "model": "claude-sonnet-4-5",
+                "messages": [{"role": "user", "content": "Hi"}],
+            },
+        )
+        docs = await http.get("/docs", follow_redirects=True)
+    assert providers.status_code == 200, providers.text
+    assert {"openai", "anthropic", "deepseek", "gemini", "ollama"} <= {
+        p["id"] for p in providers.json()["providers"]
+    }
+    assert refused.status_code == 409, refused.text
+    assert refused.json()["error"]["code"] == "not_configured"
+    assert docs.status_code == 200
+    assert "swagger" in docs.text.lower()
 
 
 async def _refresh_in_parallel(
