@@ -32,7 +32,7 @@ from core.uri_schemes import uri_scheme
 from oauth.consent import ConsentMemory, consent_decide, consent_list_for_client, consent_remember
 from oauth.forms import ConsentForm, consent_form_altered
 from oauth.redirects import is_private_use_redirect
-from oauth.resource import served_resource
+from oauth.resource import is_api_resource, served_resource
 from oauth.selectors import application_find
 from oauth.validators import PKCE_S256_REQUIRED, TENANT_ATTRIBUTE
 
@@ -156,6 +156,8 @@ class ConsentView(AuthorizationView):
             for membership in memberships
         ]
         context["requested_scopes"] = [definitions[s] for s in requested if s in definitions]
+        # Which resource the token will open; validate_authorization_request allowed only one.
+        context["for_api"] = any(is_api_resource(r) for r in self.request.GET.getlist("resource"))
         redirect_uri = context.get("redirect_uri") or ""
         context["redirect_host"] = _host(redirect_uri)
         if application is not None:

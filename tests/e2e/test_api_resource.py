@@ -188,3 +188,15 @@ async def test_a_viewer_asking_for_llm_invoke_on_the_api_is_refused(driver):
     finally:
         await browser.aclose()
     assert redirect_params(response)["error"] == "access_denied"
+
+
+async def test_the_consent_page_says_when_the_token_is_for_the_api(driver, browser):
+    _, for_api = await driver.open_authorization(
+        browser, Person("alice"), scope="llm:invoke", resource=api_url(driver.server)
+    )
+    _, for_mcp = await driver.open_authorization(browser, Person("alice"))
+
+    assert for_api.status_code == 200, for_api.text[:500]
+    assert "through the REST API" in for_api.text
+    assert for_mcp.status_code == 200, for_mcp.text[:500]
+    assert "through the REST API" not in for_mcp.text

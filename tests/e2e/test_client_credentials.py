@@ -132,6 +132,26 @@ def test_a_token_for_any_other_resource_is_refused(server, service_client, resou
     assert "API only" in response.json()["error_description"]
 
 
+@pytest.mark.parametrize(
+    "resource",
+    [
+        "not a uri",
+        "/api",
+        "javascript:alert(1)",
+        "https://x.example/" + "a" * 10_000,
+        "http://127.0.0.1/api#f",
+    ],
+    ids=["words", "relative", "javascript", "huge", "fragment"],
+)
+def test_a_malformed_resource_is_refused(server, service_client, resource):
+    client, secret = service_client(tenant_slug="acme")
+
+    response = token_request(server, client.application.client_id, secret, resource=resource)
+
+    assert response.status_code == 400
+    assert response.json()["error"] == "invalid_target"
+
+
 def test_both_resources_at_once_are_refused(server, service_client):
     client, secret = service_client(tenant_slug="acme")
 
