@@ -1,5 +1,5 @@
-"""What the benchmark scripts share: a free port, waiting for a server, a prepared database and
-an access token.
+"""What the benchmark scripts share: a free port, waiting for a server, the server's environment, a
+prepared database and an access token.
 
 The scripts run as files (``python benchmarks/<script>.py``), so this sits beside them and is
 imported by its bare name.
@@ -8,6 +8,7 @@ imported by its bare name.
 from __future__ import annotations
 
 import contextlib
+import os
 import secrets
 import signal
 import socket
@@ -20,6 +21,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 import psycopg
+from cryptography.fernet import Fernet
 from psycopg import sql
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -42,6 +44,32 @@ def wait_for(port: int, process: subprocess.Popen[bytes], timeout: float = 60) -
                 return
         time.sleep(0.1)
     raise RuntimeError(f"server on port {port} did not start")
+
+
+def bench_env(*, public: str, name: str, **overrides: str) -> dict[str, str]:
+    """The environment of a benchmark's server (and of the script, which reads the same database):
+    its own PostgreSQL database ``gatehouse_bench_<name>`` unless ``BENCH_DATABASE_URL`` names one,
+    Redis rate limits under a fresh prefix, rate limits off (``overrides`` may set them) and
+    warnings only in the log."""
+    return {
+        **os.environ,
+        "DATABASE_URL": os.environ.get(
+            "BENCH_DATABASE_URL", f"postgres://postgres@127.0.0.1:5432/gatehouse_bench_{name}"
+        ),
+        "SECRET_KEY": "benchmark-only-" + secrets.token_hex(8),
+        "PUBLIC_URL": public,
+        "DEMO_PASSWORD": "benchmark-password",
+        # The script encrypts nothing itself, but it and the server must read what is stored.
+        "DATA_SOURCE_ENCRYPTION_KEY": Fernet.generate_key().decode(),
+        "REDIS_URL": os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/0"),
+        "RATE_LIMIT_KEY_PREFIX": f"gatehouse-bench-{name}-" + secrets.token_hex(4),
+        "RATE_LIMIT_TOOL": "none",
+        "RATE_LIMIT_TOOL_EXPENSIVE": "none",
+        "RATE_LIMIT_RESOURCE_READ": "none",
+        "MCP_SESSION_PURGE_INTERVAL_SECONDS": "0",
+        "LOG_LEVEL": "WARNING",
+        **overrides,
+    }
 
 
 def prepare_database(env: dict[str, str]) -> None:

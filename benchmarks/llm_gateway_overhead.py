@@ -28,14 +28,12 @@ import argparse
 import asyncio
 import json
 import os
-import secrets
 import sys
 import tempfile
 from pathlib import Path
 
 import aiohttp
-from bench_support import access_token_for_alice, daphne_serving, free_port, prepare_database
-from cryptography.fernet import Fernet
+from bench_support import access_token_for_alice, bench_env, daphne_serving, free_port, prepare_database
 from run_query_overhead import WARMUP, RawHttp, Samples, Step, django_setup, measure
 
 ROUNDS = 5
@@ -134,24 +132,14 @@ def main() -> None:
     public = f"http://127.0.0.1:{port}"
     script = Path(tempfile.mkdtemp(prefix="gatehouse-bench-llm-")) / "script.json"
     script.write_text(json.dumps({"responses": {"gateway": ANSWER}}))
-    env = {
-        **os.environ,
-        "DATABASE_URL": os.environ.get(
-            "BENCH_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/gatehouse_bench_llm"
-        ),
-        "SECRET_KEY": "benchmark-only-" + secrets.token_hex(8),
-        "PUBLIC_URL": public,
-        "DEMO_PASSWORD": "benchmark-password",
-        "DATA_SOURCE_ENCRYPTION_KEY": Fernet.generate_key().decode(),
-        "REDIS_URL": os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/0"),
-        "RATE_LIMIT_KEY_PREFIX": "gatehouse-bench-llm-" + secrets.token_hex(4),
+    env = bench_env(
+        public=public,
+        name="llm",
         # Counted on every call, never reached: the limiter's cost is in the figures.
-        "RATE_LIMIT_TOOL": "1000000/minute",
-        "RATE_LIMIT_TOOL_EXPENSIVE": "1000000/minute",
-        "LLM_MOCK_RESPONSES_FILE": str(script),
-        "MCP_SESSION_PURGE_INTERVAL_SECONDS": "0",
-        "LOG_LEVEL": "WARNING",
-    }
+        RATE_LIMIT_TOOL="1000000/minute",
+        RATE_LIMIT_TOOL_EXPENSIVE="1000000/minute",
+        LLM_MOCK_RESPONSES_FILE=str(script),
+    )
     print("Preparing the database (migrate, bootstrap_demo)...", file=sys.stderr)
     prepare_database(env)
     django_setup(env)

@@ -31,7 +31,6 @@ import argparse
 import asyncio
 import json
 import os
-import secrets
 import statistics
 import sys
 import time
@@ -43,8 +42,14 @@ from typing import Any
 import aiohttp
 import httpx2
 import psycopg
-from bench_support import BASE_DIR, access_token_for_alice, daphne_serving, free_port, prepare_database
-from cryptography.fernet import Fernet
+from bench_support import (
+    BASE_DIR,
+    access_token_for_alice,
+    bench_env,
+    daphne_serving,
+    free_port,
+    prepare_database,
+)
 from jsonschema.validators import validator_for
 from mcp.client import Client
 from mcp.client.streamable_http import streamable_http_client
@@ -379,24 +384,7 @@ def main() -> None:
 
     port = free_port()
     public = f"http://127.0.0.1:{port}"
-    env = {
-        **os.environ,
-        "DATABASE_URL": os.environ.get(
-            "BENCH_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/gatehouse_bench_rq"
-        ),
-        "SECRET_KEY": "benchmark-only-" + secrets.token_hex(8),
-        "PUBLIC_URL": public,
-        "DEMO_PASSWORD": "benchmark-password",
-        # This process encrypts nothing itself, but it and the server must read the stored URL.
-        "DATA_SOURCE_ENCRYPTION_KEY": Fernet.generate_key().decode(),
-        "REDIS_URL": os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/0"),
-        "RATE_LIMIT_KEY_PREFIX": "gatehouse-bench-rq-" + secrets.token_hex(4),
-        "RATE_LIMIT_TOOL": "none",
-        "RATE_LIMIT_TOOL_EXPENSIVE": "none",
-        "RATE_LIMIT_RESOURCE_READ": "none",
-        "MCP_SESSION_PURGE_INTERVAL_SECONDS": "0",
-        "LOG_LEVEL": "WARNING",
-    }
+    env = bench_env(public=public, name="rq")
     print("Preparing the database (migrate, bootstrap_demo)...", file=sys.stderr)
     prepare_database(env)
     django_setup(env)

@@ -28,14 +28,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import secrets
 import sys
 from typing import Any
 
 import aiohttp
 import httpx2
-from bench_support import access_token_for_alice, daphne_serving, free_port, prepare_database
-from cryptography.fernet import Fernet
+from bench_support import access_token_for_alice, bench_env, daphne_serving, free_port, prepare_database
 from mcp.client import Client
 from mcp.client.streamable_http import streamable_http_client
 from run_query_overhead import WARMUP, RawHttp, Samples, Step, django_setup, measure
@@ -128,23 +126,7 @@ def main() -> None:
 
     port = free_port()
     public = f"http://127.0.0.1:{port}"
-    env = {
-        **os.environ,
-        "DATABASE_URL": os.environ.get(
-            "BENCH_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/gatehouse_bench_wf"
-        ),
-        "SECRET_KEY": "benchmark-only-" + secrets.token_hex(8),
-        "PUBLIC_URL": public,
-        "DEMO_PASSWORD": "benchmark-password",
-        "DATA_SOURCE_ENCRYPTION_KEY": Fernet.generate_key().decode(),
-        "REDIS_URL": os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/0"),
-        "RATE_LIMIT_KEY_PREFIX": "gatehouse-bench-wf-" + secrets.token_hex(4),
-        "RATE_LIMIT_TOOL": "none",
-        "RATE_LIMIT_TOOL_EXPENSIVE": "none",
-        "RATE_LIMIT_RESOURCE_READ": "none",
-        "MCP_SESSION_PURGE_INTERVAL_SECONDS": "0",
-        "LOG_LEVEL": "WARNING",
-    }
+    env = bench_env(public=public, name="wf")
     print("Preparing the database (migrate, bootstrap_demo)...", file=sys.stderr)
     prepare_database(env)
     django_setup(env)

@@ -15,7 +15,7 @@ from django.utils.html import format_html
 from django.utils.text import Truncator
 
 from core.audit_export import audit_csv_lines
-from core.csv_export import CsvExportAdmin
+from core.csv_export import RecordAdmin
 from core.models import AuditEvent, RateLimitRule
 from core.ratelimit_rules import rate_limit_defaults, rate_limit_rule_validate
 
@@ -47,7 +47,7 @@ class _UsernameFilter(admin.SimpleListFilter):
 
 
 @admin.register(AuditEvent)
-class AuditEventAdmin(CsvExportAdmin):
+class AuditEventAdmin(RecordAdmin):
     # Fits a 1280-pixel screen beside the filters: the client by its name, long values cut short
     # (and wrapped, templates/admin/core/auditevent/change_list.html), and the ids (request,
     # session, address) left to the event's own page and the search box.
@@ -66,16 +66,6 @@ class AuditEventAdmin(CsvExportAdmin):
     csv_filename_prefix = "audit"
     # Counting every row of a large audit table on each page view is slow; a filtered count is enough.
     show_full_result_count = False
-
-    # The audit trail is a record: nobody edits it here, and rows leave only by the retention purge.
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
 
     @admin.display(description="user", ordering="username")
     def username_short(self, event: AuditEvent) -> str:

@@ -112,3 +112,17 @@ class CsvExportAdmin(admin.ModelAdmin):
         return csv_response(
             request=request, lines=self.csv_lines(queryset), filename_prefix=self.csv_filename_prefix
         )
+
+
+class RecordAdmin(CsvExportAdmin):
+    """The admin of a record (the audit trail, the LLM gateway's usage): listed, filtered and
+    exported, never added, changed or deleted here."""
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False

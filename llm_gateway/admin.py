@@ -39,7 +39,7 @@ from django.utils.text import Truncator
 
 from accounts.models import Membership
 from core.admin import LIST_TEXT_MAX_CHARS
-from core.csv_export import CSV_CHUNK_ROWS, CsvExportAdmin, csv_lines, csv_text
+from core.csv_export import CSV_CHUNK_ROWS, RecordAdmin, csv_lines, csv_text
 from core.text_safety import text_unstorable_reason
 from llm_gateway.models import BudgetPeriod, LlmBudget, LlmUsage
 
@@ -164,7 +164,7 @@ class LlmBudgetAdmin(admin.ModelAdmin):
 
 
 @admin.register(LlmUsage)
-class LlmUsageAdmin(CsvExportAdmin):
+class LlmUsageAdmin(RecordAdmin):
     list_display = [
         "created", "tenant", "person", "client", "channel", "provider", "model_short", "total_tokens",
         "cost", "duration_ms", "outcome", "error_code",
@@ -177,15 +177,6 @@ class LlmUsageAdmin(CsvExportAdmin):
     csv_filename_prefix = "llm-usage"
     # A busy gateway's table is large; counting all of it on each page view is slow.
     show_full_result_count = False
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
 
     @admin.display(description="person", ordering="user__username")
     def person(self, usage: LlmUsage) -> str:

@@ -21,8 +21,9 @@ from language_models.models import LanguageModel
 from mcp_gateway.models import TenantToolset
 from oauth.models import AccessToken
 from tests.e2e.harness import DEMO_PASSWORD, Browser, DaphneServer, Person, QuickPbkdf2Hasher
+from tests.e2e.llm_gateway_support import ACME_OPENAI_KEY
 from tests.e2e.oauth_driver import OAuthDriver
-from tests.factories import DEFAULT_PASSWORD, MembershipFactory
+from tests.factories import DEFAULT_PASSWORD, LanguageModelFactory, MembershipFactory
 
 SERVER_DB_APPLICATION = "gatehouse-e2e-server"
 
@@ -147,6 +148,19 @@ def gateway_server(database_url, tmp_path_factory, script_path) -> Iterator[Daph
         RATE_LIMIT_RULE_CACHE_SECONDS="0",
         MCP_TOOLSET_CACHE_SECONDS="0",
         AUDIT_REFUSAL_WINDOW_SECONDS="0",
+    )
+
+
+@pytest.fixture
+def acme_openai(committed):
+    """acme's OpenAI model with a stored key."""
+    return committed(
+        LanguageModelFactory,
+        tenant=Tenant.objects.get(slug="acme"),
+        name="acme-openai",
+        model="openai/gpt-4o-mini",
+        api_key=ACME_OPENAI_KEY,
+        is_default=True,
     )
 
 

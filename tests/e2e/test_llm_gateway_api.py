@@ -16,7 +16,6 @@ from language_models.models import LanguageModel
 from llm_gateway.models import LlmUsage
 from tests.e2e.harness import DaphneServer
 from tests.e2e.llm_gateway_support import (
-    ACME_OPENAI_KEY,
     INVOKE,
     PROVIDERS,
     api_client,
@@ -31,19 +30,6 @@ from tests.factories import LanguageModelFactory
 pytestmark = pytest.mark.django_db
 
 HEADER_KEY = "sk-from-the-header-5f3c9a1e7d"
-
-
-@pytest.fixture
-def acme_openai(committed) -> LanguageModel:
-    """acme's OpenAI model with a stored key."""
-    return committed(
-        LanguageModelFactory,
-        tenant=Tenant.objects.get(slug="acme"),
-        name="acme-openai",
-        model="openai/gpt-4o-mini",
-        api_key=ACME_OPENAI_KEY,
-        is_default=True,
-    )
 
 
 def _model(*, tenant: str, **fields: str) -> None:

@@ -10,11 +10,10 @@ import json
 import httpx
 import pytest
 
-from accounts.models import Role, Tenant
+from accounts.models import Role
 from core.models import AuditAction, AuditEvent, RateLimitScope
 from llm_gateway.models import LlmUsage
 from tests.e2e.llm_gateway_support import (
-    ACME_OPENAI_KEY,
     INVOKE,
     MESSAGES,
     api_client,
@@ -23,7 +22,7 @@ from tests.e2e.llm_gateway_support import (
     invoke_body,
     script,
 )
-from tests.factories import LanguageModelFactory, MembershipFactory, RateLimitRuleFactory
+from tests.factories import MembershipFactory, RateLimitRuleFactory
 
 pytestmark = pytest.mark.django_db
 
@@ -31,18 +30,6 @@ pytestmark = pytest.mark.django_db
 @pytest.fixture
 def alice(committed, gateway_server, acme_openai) -> str:
     return api_token(committed, gateway_server)
-
-
-@pytest.fixture
-def acme_openai(committed):
-    return committed(
-        LanguageModelFactory,
-        tenant=Tenant.objects.get(slug="acme"),
-        name="acme-openai",
-        model="openai/gpt-4o-mini",
-        api_key=ACME_OPENAI_KEY,
-        is_default=True,
-    )
 
 
 async def _post(server, token, content: bytes | str, **headers: str) -> httpx.Response:
