@@ -75,6 +75,19 @@ async def test_a_call_answers_with_output_usage_cost_and_an_id_it_also_records(
     assert event.tenant is not None
     assert (event.outcome, event.username, event.tenant.slug) == ("ok", "alice", "acme")
     assert event.detail["provider"] == "openai"
+    # One JSON log line for the call, with what an operator searches by, and never the prompt.
+    lines = [json.loads(line) for line in gateway_server.log().splitlines() if '"req-llm-1"' in line]
+    (call,) = [line for line in lines if line.get("event") == "api.call"]
+    assert (call["method"], call["path"], call["status"]) == ("POST", INVOKE, 200)
+    assert (call["provider"], call["model"], call["total_tokens"]) == (
+        "openai",
+        "gpt-4o-mini",
+        usage["total_tokens"],
+    )
+    assert call["duration_ms"] > 0
+    events = {line.get("event") for line in lines}
+    assert {"model_request_started", "model_response_received"} <= events
+    assert "What is Gatehouse?" not in json.dumps(lines)
 
 
 async def test_the_providers_list_says_what_this_tenant_can_call(gateway_server, alice, acme_openai):
