@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
+from typing_extensions import TypeAliasType
 
 # A message is a chat turn, not a document store: 200k characters is a long book chapter.
 MAX_MESSAGE_CHARACTERS = 200_000
@@ -20,7 +21,12 @@ MAX_OUTPUT_TOKENS = 128_000
 # A provider name as litellm spells them: openai, anthropic, deepseek, gemini, ollama, vertex_ai...
 PROVIDER_PATTERN = r"^[a-z0-9][a-z0-9_\-]{0,49}$"
 
-JsonValue = dict[str, Any] | list[Any] | str | int | float | bool | None
+# Any JSON value, with a concrete type at every level of its schema (an array's items are JSON
+# values again, by reference), so strict clients' validators accept the tool's output schema.
+JsonValue = TypeAliasType(
+    "JsonValue",
+    "dict[str, Any] | list[JsonValue] | str | int | float | bool | None",
+)
 
 
 class Message(BaseModel):
