@@ -41,7 +41,7 @@ from oauth.code_replay import (
     used_code_record,
 )
 from oauth.models import AccessToken, Grant, RefreshToken, ServiceClient
-from oauth.resource import is_api_resource, served_resource
+from oauth.resource import API_SCOPES, is_api_resource, served_resource
 from oauth.selectors import access_token_find_for_client, refresh_token_find
 from oauth.services import (
     BY_CLIENT,
@@ -61,7 +61,7 @@ ACCOUNT_INACTIVE = "The account this grant belongs to is deactivated."
 NOT_A_MEMBER = "The person this grant belongs to is no longer a member of its tenant."
 TENANT_INACTIVE = "The tenant this grant belongs to is deactivated."
 NOT_A_SERVICE_CLIENT = "The client credentials grant is only for a tenant's service clients."
-ROLE_GRANTS_NO_SCOPE = "The service client's role grants none of the requested scopes."
+ROLE_GRANTS_NO_SCOPE = "The service client's role grants none of the requested scopes the API takes."
 API_RESOURCE_ONLY = "Service client tokens are for the API only"
 ONE_RESOURCE = "A token is for exactly one resource: the MCP endpoint or the API."
 # The service client's account, which its client-credentials tokens act as.
@@ -202,9 +202,11 @@ class TenantOAuth2Validator(OAuth2Validator):
         if request.grant_type != CLIENT_CREDENTIALS or account is None:
             return True
         # No consent page filters a service client's scopes, so its role does it here: what was
-        # asked (by default, everything) and the role allows. oauthlib writes these into the token.
+        # asked (by default, everything) and the role allows, of the scopes the API reads (its
+        # tokens open nothing else). oauthlib writes these into the token.
         membership = Membership.objects.filter(user=account, tenant_id=_tenant_id(request)).first()
-        granted = scopes_granted(requested=scopes, role=membership.role) if membership else []
+        allowed = scopes_granted(requested=scopes, role=membership.role) if membership else []
+        granted = [scope for scope in allowed if scope in API_SCOPES]
         if not granted:
             raise errors.InvalidScopeError(description=ROLE_GRANTS_NO_SCOPE, request=request)
         request.scopes = granted

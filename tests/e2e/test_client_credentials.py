@@ -22,6 +22,7 @@ from mcp_gateway.tokens import (
     identity_from_bearer,
 )
 from oauth.models import ServiceClient
+from oauth.resource import API_SCOPES
 from oauth.service_clients import service_client_create, service_client_delete
 from oauth.validators import (
     ACCOUNT_INACTIVE,
@@ -88,7 +89,8 @@ async def test_a_service_client_gets_an_api_token_that_acts_as_its_account(serve
     body = response.json()
     assert "refresh_token" not in body
     assert body["token_type"] == "Bearer"
-    assert body["scope"].split() == sorted(scopes_for_role(role=Role.CONTRIBUTOR))
+    # The role's scopes that the API reads: its tokens open nothing else.
+    assert body["scope"].split() == sorted(scopes_for_role(role=Role.CONTRIBUTOR) & set(API_SCOPES))
     identity = await identity_from_api_bearer(raw_token=body["access_token"])
     assert identity.user_id == client.account.pk
     assert identity.username == client.account.username
