@@ -65,7 +65,7 @@ def test_creating_one_shows_its_secret_once(browser, owner):
     assert response.status_code == 200
     html = response.content.decode()
     client = ServiceClient.objects.get()
-    secret = re.search(r'<code id="client-secret">([^<]+)</code>', html)
+    secret = re.search(r'<code id="client-secret"[^>]*>([^<]+)</code>', html)
     assert secret is not None
     assert check_password(secret.group(1), client.application.client_secret)
     assert client.application.client_id in html

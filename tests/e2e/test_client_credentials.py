@@ -365,8 +365,8 @@ async def test_a_tenant_admin_makes_one_on_the_portal_and_it_gets_a_token(server
         data={**form["fields"], "tenant": "acme", "name": "Portal-made job", "role": "contributor"},
     )
     assert created.status_code == 200, created.text[:500]
-    client_id = re.search(r'<code id="client-id">([^<]+)</code>', created.text)
-    secret = re.search(r'<code id="client-secret">([^<]+)</code>', created.text)
+    client_id = re.search(r'<code id="client-id"[^>]*>([^<]+)</code>', created.text)
+    secret = re.search(r'<code id="client-secret"[^>]*>([^<]+)</code>', created.text)
     assert client_id is not None
     assert secret is not None
 
