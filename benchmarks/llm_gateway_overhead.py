@@ -34,9 +34,8 @@ from pathlib import Path
 
 import aiohttp
 from bench_support import access_token_for_alice, bench_env, daphne_serving, free_port, prepare_database
-from run_query_overhead import WARMUP, RawHttp, Samples, Step, django_setup, measure
+from run_query_overhead import RawHttp, Samples, Step, django_setup, measure_in_rounds
 
-ROUNDS = 5
 ANSWER = "Gatehouse is an MCP gateway."
 MODEL = "openai/gpt-4o-mini"
 MESSAGES = [
@@ -71,7 +70,6 @@ def acme_prepare() -> None:
 async def benchmark(*, public: str, api_token: str, mcp_token: str, iterations: int) -> dict[str, Samples]:
     import litellm
 
-    results: dict[str, Samples] = {}
     headers = {"authorization": f"Bearer {api_token}", "content-type": "application/json"}
     body = json.dumps(INVOKE)
     async with aiohttp.ClientSession() as http:
@@ -95,12 +93,7 @@ async def benchmark(*, public: str, api_token: str, mcp_token: str, iterations: 
             await raw.call("llm_invoke", INVOKE)
 
         steps: dict[str, Step] = {"litellm": direct, "rest": rest, "mcp": tool}
-        for step in steps.values():
-            for _ in range(WARMUP):
-                await step()
-        for _ in range(ROUNDS):
-            await measure(steps, max(1, iterations // ROUNDS), results)
-    return results
+        return await measure_in_rounds(steps, iterations=iterations)
 
 
 def report(results: dict[str, Samples], iterations: int) -> None:

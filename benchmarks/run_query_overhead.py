@@ -221,6 +221,18 @@ async def measure(steps: dict[str, Step], count: int, results: dict[str, Samples
             samples.seconds.append(time.perf_counter() - started)
 
 
+async def measure_in_rounds(steps: dict[str, Step], *, iterations: int) -> dict[str, Samples]:
+    """Every step warmed up, then ``iterations`` timed calls of each, interleaved in ``ROUNDS``
+    rounds so that the machine's drift falls on all of them alike."""
+    results: dict[str, Samples] = {}
+    for step in steps.values():
+        for _ in range(WARMUP):
+            await step()
+    for _ in range(ROUNDS):
+        await measure(steps, max(1, iterations // ROUNDS), results)
+    return results
+
+
 def query_steps(
     query: Query, sample: Sample, client: Client, raw_http: RawHttp, once: psycopg.Connection[Any]
 ) -> dict[str, Step]:

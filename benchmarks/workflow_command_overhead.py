@@ -36,10 +36,9 @@ import httpx2
 from bench_support import access_token_for_alice, bench_env, daphne_serving, free_port, prepare_database
 from mcp.client import Client
 from mcp.client.streamable_http import streamable_http_client
-from run_query_overhead import WARMUP, RawHttp, Samples, Step, django_setup, measure
+from run_query_overhead import RawHttp, Samples, Step, django_setup, measure_in_rounds
 
 SCOPES = "mcp:read mcp:write ontologies:read data_agent:write workflows:read workflows:run"
-ROUNDS = 5
 NORDICS_SQL = (
     "SELECT c.name, c.segment, c.signup_date FROM customers c JOIN regions r ON r.id = c.region_id"
     " WHERE r.name = 'Nordics' ORDER BY c.name"
@@ -59,7 +58,6 @@ def acme_ontology_id() -> str:
 
 
 async def benchmark(*, mcp_url: str, token: str, ontology_id: str, iterations: int) -> dict[str, Samples]:
-    results: dict[str, Samples] = {}
     direct_arguments: dict[str, tuple[str, dict[str, Any]]] = {
         "run_query": ("run_query", {"ontologyId": ontology_id, "sql": NORDICS_SQL}),
         "whoami": ("whoami", {}),
@@ -93,12 +91,7 @@ async def benchmark(*, mcp_url: str, token: str, ontology_id: str, iterations: i
             steps[f"{direct}_http"] = raw_step(name, arguments)
             steps[f"{command}_command_sdk"] = sdk_step("execute_command", {"command": commands[command]})
             steps[f"{command}_command_http"] = raw_step("execute_command", {"command": commands[command]})
-        for step in steps.values():
-            for _ in range(WARMUP):
-                await step()
-        for _ in range(ROUNDS):
-            await measure(steps, max(1, iterations // ROUNDS), results)
-    return results
+        return await measure_in_rounds(steps, iterations=iterations)
 
 
 def report(results: dict[str, Samples], iterations: int) -> None:

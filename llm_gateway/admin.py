@@ -11,7 +11,7 @@ here, since deleting one would quietly give its tokens and cost back to the budg
 from __future__ import annotations
 
 from collections.abc import Iterator
-from datetime import UTC, datetime
+from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
@@ -41,6 +41,7 @@ from accounts.models import Membership
 from core.admin import LIST_TEXT_MAX_CHARS
 from core.csv_export import CSV_CHUNK_ROWS, RecordAdmin, csv_lines, csv_text
 from core.text_safety import text_unstorable_reason
+from llm_gateway.budgets import budget_period_bounds
 from llm_gateway.models import BudgetPeriod, LlmBudget, LlmUsage
 
 PERSON_NOT_MEMBER = (
@@ -59,9 +60,8 @@ USAGE_CSV_COLUMNS = (
 
 
 def period_starts(*, now: datetime) -> dict[str, datetime]:
-    """When each budget period now running began: UTC midnight today, and the 1st of this UTC month."""
-    day = now.astimezone(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
-    return {BudgetPeriod.DAY: day, BudgetPeriod.MONTH: day.replace(day=1)}
+    """When each budget period now running began, as the budget check counts it (UTC day, month)."""
+    return {period: budget_period_bounds(period=period, now=now)[0] for period in BudgetPeriod}
 
 
 def budgets_with_use(queryset: QuerySet[LlmBudget], *, now: datetime) -> QuerySet[LlmBudget]:

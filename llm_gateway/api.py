@@ -46,8 +46,10 @@ from core.ratelimit import rate_limit_mcp
 from llm_gateway.api_calls import api_call, api_view
 from llm_gateway.invoke import llm_gateway_invoke
 from llm_gateway.providers import llm_providers_list
+from llm_gateway.resolution import HEADER_KEY_INVALID, MAX_HEADER_KEY_LENGTH, header_key_check
 from llm_gateway.schemas import ErrorResponse, Health, InvokeRequest, InvokeResponse, ProvidersResponse
 from llm_gateway.scopes import SCOPE_LLM_INVOKE
+from mcp_gateway.asgi.auth import www_authenticate
 from mcp_gateway.asgi.refusals import edge_audit
 from mcp_gateway.tokens import identity_from_api_bearer
 
@@ -56,17 +58,11 @@ logger = logging.getLogger(__name__)
 # The tool whose rate limit the REST call shares: one counter per person, whichever channel.
 RATE_LIMIT_TARGET = "llm_invoke"
 PROVIDER_KEY_HEADER = "X-Provider-Api-Key"
-# A provider key is an opaque token: printable ASCII without spaces, far shorter than this.
-PROVIDER_KEY_MAX = 4096
 
 TOKEN_MISSING = "A bearer token is required: Authorization: Bearer <token>, issued for this API."
 TOKEN_MALFORMED = "The Authorization header must be: Bearer <token>."
 BODY_NOT_JSON = "The request body is not valid JSON (UTF-8, at most 64 levels deep)."
 BODY_TOO_LARGE = "The request body is larger than the server accepts ({limit:,} bytes)."
-PROVIDER_KEY_INVALID = (
-    f"{PROVIDER_KEY_HEADER} must be the provider's API key: printable ASCII without spaces, at most "
-    f"{PROVIDER_KEY_MAX} characters."
-)
 NOT_FOUND = "No such path in this API; see /api/v1/docs."
 INVALID_REQUEST = "Invalid request: {field}: {message}"
 _MAX_FIELD_ERRORS = 10
@@ -75,19 +71,6 @@ _MAX_FIELD_ERRORS = 10
 class BodyTooLarge(GatehouseError):
     http_status = 413
     api_code = "payload_too_large"
-
-
-def _resource_metadata_url() -> str:
-    return f"{settings.PUBLIC_URL}/.well-known/oauth-protected-resource{settings.API_PATH}"
-
-
-def _www_authenticate(*, error: str | None, description: str | None = None, scope: str | None = None) -> str:
-    parts = [f'error="{error}"'] if error else []
-    if description:
-        parts.append(f'error_description="{description}"')
-    parts.append(f'resource_metadata="{_resource_metadata_url()}"')
-    parts.append(f'scope="{scope or SCOPE_LLM_INVOKE}"')
-    return "Bearer " + ", ".join(parts)
 
 
 class ApiBearer(HttpBearer):
@@ -154,20 +137,23 @@ _ERRORS: dict[int, Any] = {
 def _error(request: HttpRequest, error: GatehouseError) -> HttpResponse:
     call = api_call(request)
     call.error_code = error.api_code
-    response = api_error_response(error)
-    status = response.status_code
-    if status == 401:
+    refused_token = isinstance(error, AuthenticationFailed)
+    # A token refusal's details are for the audit trail; the client reads the message.
+    response = api_error_response(error, details={} if refused_token else None)
+    if refused_token:
         presented = bool((error.data or {}).get("presented"))
-        # A refusal's details are for the audit trail; the client reads the message.
-        response = api_error_response(error, details={})
-        response["WWW-Authenticate"] = _www_authenticate(
+        response["WWW-Authenticate"] = _challenge(
             error="invalid_token" if presented else None, description=error.message if presented else None
         )
     elif isinstance(error, InsufficientScope):
-        response["WWW-Authenticate"] = _www_authenticate(
-            error="insufficient_scope", description=error.message
-        )
+        response["WWW-Authenticate"] = _challenge(error="insufficient_scope", description=error.message)
     return response
+
+
+def _challenge(*, error: str | None, description: str | None) -> str:
+    return www_authenticate(
+        error=error, description=description, scopes=[SCOPE_LLM_INVOKE], resource_path=settings.API_PATH
+    )
 
 
 @api.exception_handler(GatehouseError)
@@ -236,17 +222,11 @@ def _require_scope(identity: Identity) -> None:
 
 
 def _provider_key(value: str | None) -> str | None:
-    if value is None:
-        return None
-    if (
-        not value
-        or len(value) > PROVIDER_KEY_MAX
-        or not value.isascii()
-        or not value.isprintable()
-        or " " in value
-    ):
-        raise InvalidInput(PROVIDER_KEY_INVALID, data={"field": PROVIDER_KEY_HEADER})
-    return value
+    # An empty header is a client's mistake here, not "no key"; anything else, the service's check.
+    if value == "":
+        limit = MAX_HEADER_KEY_LENGTH
+        raise InvalidInput(HEADER_KEY_INVALID.format(limit=limit), data={"field": PROVIDER_KEY_HEADER})
+    return header_key_check(header_key=value)
 
 
 @api.get("/health", auth=None, response=Health, tags=["health"], summary="The API answers")

@@ -76,15 +76,8 @@ async def llm_gateway_invoke(
 
     call = _Call(identity=identity, request=request, channel=channel, structured=schema is not None)
     try:
-        await db_call(budget_check, tenant_id=identity.tenant_id, user_id=identity.user_id)
         config = await db_call(
-            gateway_model_resolve,
-            tenant_id=identity.tenant_id,
-            provider=request.provider,
-            model=request.model,
-            header_key=header_key,
-            temperature=request.temperature,
-            max_tokens=request.max_tokens,
+            _budget_checked_model, identity=identity, request=request, header_key=header_key
         )
     except InvalidInput:
         raise
@@ -144,6 +137,21 @@ async def llm_gateway_invoke(
         provider=request.provider,
         model=call.model,
         cost=completion.cost,
+    )
+
+
+def _budget_checked_model(
+    *, identity: Identity, request: InvokeRequest, header_key: str | None
+) -> ModelConfig:
+    """The budgets checked, then the model and key resolved: one hop to the database thread."""
+    budget_check(tenant_id=identity.tenant_id, user_id=identity.user_id)
+    return gateway_model_resolve(
+        tenant_id=identity.tenant_id,
+        provider=request.provider,
+        model=request.model,
+        header_key=header_key,
+        temperature=request.temperature,
+        max_tokens=request.max_tokens,
     )
 
 
