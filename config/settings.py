@@ -97,6 +97,7 @@ INSTALLED_APPS = [
     "workflows",
     # One governed REST API and MCP tool for a tenant's language models.
     "llm_gateway",
+    "upstreams",
     "portal",
 ]
 
@@ -327,6 +328,7 @@ GATEHOUSE: dict[str, Any] = {
             "data_agent.toolset",
             "workflows.toolset",
             "llm_gateway.toolset",
+            "upstreams.toolset",
         ],
     ),
     "MCP_ALLOWED_ORIGINS": env_list("MCP_ALLOWED_ORIGINS", default=[]),
@@ -351,6 +353,12 @@ GATEHOUSE: dict[str, Any] = {
     ),
     # How long each process trusts its copy of a tenant's enabled toolsets.
     "MCP_TOOLSET_CACHE_SECONDS": env_int("MCP_TOOLSET_CACHE_SECONDS", default=5, minimum=0),
+    # Upstream MCP servers (upstreams): sessions each process keeps open per upstream (a call holds
+    # one for its duration; more wait), how long an idle one is kept, and how long each process
+    # trusts its copy of an upstream's lists (dropped at once on the upstream's list_changed).
+    "UPSTREAM_POOL_SIZE": env_int("UPSTREAM_POOL_SIZE", default=8, minimum=1),
+    "UPSTREAM_IDLE_SECONDS": env_int("UPSTREAM_IDLE_SECONDS", default=300, minimum=1),
+    "UPSTREAM_LIST_CACHE_SECONDS": env_int("UPSTREAM_LIST_CACHE_SECONDS", default=30, minimum=0),
     # Connections per worker for the query every MCP request makes (core.db).
     "MCP_DB_POOL_SIZE": env_int("MCP_DB_POOL_SIZE", default=4, minimum=1),
     # Diagnostics: count every SQL query this process runs and report the total when it exits.

@@ -97,6 +97,17 @@ class Unavailable(GatehouseError):
     api_code = "unavailable"
 
 
+class UpstreamUnavailable(Unavailable):
+    """An upstream MCP server a tenant brought (``upstreams``) did not answer this call: down, too
+    slow, or answering something that is not MCP. The message and data name the upstream."""
+
+    def __init__(self, *, upstream: str, reason: str) -> None:
+        super().__init__(
+            f"The upstream MCP server {upstream!r} is unavailable: {reason}",
+            data={"upstream": upstream},
+        )
+
+
 class RateLimited(GatehouseError):
     """A rate limit refused the request. The data says when to retry (``retryAfterSeconds``)."""
 

@@ -10,6 +10,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any, ParamSpec, TypeVar
 
 from jsonschema import Draft202012Validator
+from jsonschema.exceptions import SchemaError
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
@@ -19,6 +20,7 @@ from core.identity import Identity
 from core.models import RateLimitScope
 from core.ratelimit import rate_limit_mcp
 from core.text_safety import surrogate_path
+from mcp_gateway.federation import LIST_KEYS, LIST_METHODS, FederatedItem, Kind
 from mcp_gateway.identity import current_request_reset, current_request_set, identity_from_request
 from mcp_gateway.jsonrpc_errors import as_mcp_error
 from mcp_gateway.rbac import missing_scopes, tool_allowed
@@ -31,6 +33,9 @@ UNKNOWN_RESOURCE = "Unknown resource"
 UNKNOWN_PROMPT = "Unknown prompt"
 INVALID_ARGUMENTS = "Invalid arguments"
 UNPAIRED_SURROGATE = "contains an unpaired surrogate (an invalid \\u escape), which is not valid Unicode"
+
+# Federated tools' validators kept per process (each holds its listing's schema).
+_FEDERATED_VALIDATORS_MAX = 2000
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -82,6 +87,9 @@ class RequestGuard:
         self.server = server
         self._validators: dict[str, Draft202012Validator] | None = None
         self._finds_resource: Callable[[str], bool] | None = None
+        self._federated_validators: dict[
+            tuple[str, str], tuple[dict[str, Any], Draft202012Validator | None]
+        ] = {}
 
     async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
         try:
@@ -90,18 +98,33 @@ class RequestGuard:
             identity = identity_from_request(ctx.request)
             enabled = await self._enabled(identity)
             params = ctx.params if isinstance(ctx.params, dict) else {}
+            federated: FederatedItem | None = None
             if ctx.method == "tools/call":
-                await self._check_call(params, identity, enabled)
+                federated = await self._check_call(params, identity, enabled)
             elif ctx.method == "resources/read":
                 uri = str(params.get("uri", ""))
-                self._check_owned(self.registry.toolset_of_resource(uri), enabled, UNKNOWN_RESOURCE)
+                toolset = self.registry.toolset_of_resource(uri)
+                self._check_owned(toolset, enabled, UNKNOWN_RESOURCE)
+                if toolset is None:
+                    federated = await self._federated(identity, enabled, "resource", uri)
                 # Counted before the scope check (unlike a tool call): as when resources checked
                 # their own scope.
                 await rate_limit_mcp(identity=identity, scope=RateLimitScope.RESOURCE, target=uri)
-                await self._check_read(uri, identity)
+                if federated is not None:
+                    _check_scopes(federated.scopes, identity)
+                else:
+                    await self._check_read(uri, identity)
             elif ctx.method == "prompts/get":
-                self._check_owned(
-                    self.registry.toolset_of_prompt(str(params.get("name", ""))), enabled, UNKNOWN_PROMPT
+                name = str(params.get("name", ""))
+                toolset = self.registry.toolset_of_prompt(name)
+                self._check_owned(toolset, enabled, UNKNOWN_PROMPT)
+                if toolset is None:
+                    federated = await self._federated(identity, enabled, "prompt", name)
+                    if federated is not None:
+                        _check_scopes(federated.scopes, identity)
+            if federated is not None:
+                return await federated.federation.forward(
+                    item=federated, identity=identity, params=params, ctx=ctx
                 )
             # For a static resource's function, which the SDK gives no Context (``identity``).
             token = current_request_set(request=ctx.request)
@@ -111,9 +134,35 @@ class RequestGuard:
                 current_request_reset(token=token)
             if isinstance(result, dict):
                 self._filter_listing(ctx.method, result, identity, enabled)
+                kind = LIST_METHODS.get(ctx.method)
+                if kind is not None:
+                    await self._add_federated(kind, result, identity, enabled)
             return result
         except Exception as error:
             raise as_mcp_error(error) from error
+
+    async def _federated(
+        self, identity: Identity, enabled: frozenset[str], kind: Kind, name: str
+    ) -> FederatedItem | None:
+        for federation in self.registry.federations(enabled=enabled):
+            item = await federation.resolve(identity=identity, kind=kind, name=name)
+            if item is not None:
+                return item
+        return None
+
+    async def _add_federated(
+        self, kind: Kind, result: dict[str, Any], identity: Identity, enabled: frozenset[str]
+    ) -> None:
+        key = LIST_KEYS[kind]
+        entries = result.setdefault(key, [])
+        # A local name always wins; among federated entries, the first one listed.
+        taken = {str(entry.get(_NAME_KEY[kind])) for entry in entries}
+        for federation in self.registry.federations(enabled=enabled):
+            for item in await federation.items(identity=identity, kind=kind):
+                if item.name in taken or missing_scopes(required=item.scopes, granted=identity.scopes):
+                    continue
+                taken.add(item.name)
+                entries.append(item.payload)
 
     async def _enabled(self, identity: Identity) -> frozenset[str]:
         return await toolsets_enabled_async(tenant_id=identity.tenant_id, registry=self.registry)
@@ -160,16 +209,25 @@ class RequestGuard:
         if toolset is not None and toolset not in enabled:
             raise InvalidInput(message)
 
-    async def _check_call(self, params: dict[str, Any], identity: Identity, enabled: frozenset[str]) -> None:
+    async def _check_call(
+        self, params: dict[str, Any], identity: Identity, enabled: frozenset[str]
+    ) -> FederatedItem | None:
         name = str(params.get("name", ""))
         spec = self.registry.get(name)
-        if spec is None or self.registry.toolset_of_tool(name) not in enabled:
+        federated: FederatedItem | None = None
+        if spec is None:
+            federated = await self._federated(identity, enabled, "tool", name)
+            if federated is None:
+                raise InvalidInput(f"{UNKNOWN_TOOL}: {name}", data={"tool": name})
+        elif self.registry.toolset_of_tool(name) not in enabled:
             raise InvalidInput(f"{UNKNOWN_TOOL}: {name}", data={"tool": name})
-        missing = missing_scopes(required=spec.scopes, granted=identity.scopes)
-        if missing:
-            raise InsufficientScope(required=spec.scopes, missing=missing)
+        required = federated.scopes if federated is not None else spec.scopes if spec is not None else None
+        _check_scopes(required or frozenset(), identity)
         arguments = params.get("arguments") or {}
-        validator = (await self._tool_validators()).get(name)
+        if federated is not None:
+            validator = self._federated_validator(federated)
+        else:
+            validator = (await self._tool_validators()).get(name)
         problems = [
             {"path": "/" + "/".join(str(part) for part in error.absolute_path), "message": error.message}
             for error in (validator.iter_errors(arguments) if validator is not None else ())
@@ -184,8 +242,12 @@ class RequestGuard:
             raise InvalidInput(f"{INVALID_ARGUMENTS} for {name}", data={"tool": name, "errors": problems})
         # Counted last: a call refused for its scope or arguments spends none of the caller's budget.
         await rate_limit_mcp(
-            identity=identity, scope=RateLimitScope.TOOL, target=name, expensive=spec.expensive
+            identity=identity,
+            scope=RateLimitScope.TOOL,
+            target=name,
+            expensive=spec.expensive if spec is not None else False,
         )
+        return federated
 
     async def _check_read(self, uri: str, identity: Identity) -> None:
         required = self.registry.resource_scopes(uri)
@@ -193,14 +255,32 @@ class RequestGuard:
         # as an unknown tool is refused before its scopes are looked at.
         if not required or not await self._resource_exists(uri):
             return
-        missing = missing_scopes(required=required, granted=identity.scopes)
-        if missing:
-            raise InsufficientScope(required=required, missing=missing)
+        _check_scopes(required, identity)
 
     async def _resource_exists(self, uri: str) -> bool:
         if self._finds_resource is None:
             self._finds_resource = await server_resource_finder(server=self.server)
         return self._finds_resource(uri)
+
+    def _federated_validator(self, item: FederatedItem) -> Draft202012Validator | None:
+        """A validator for the input schema the source publishes (kept while its listing is); None
+        when it publishes none a validator can use: the source then judges the arguments itself."""
+        key = (item.source, item.name)
+        cached = self._federated_validators.get(key)
+        if cached is not None and cached[0] is item.payload:
+            return cached[1]
+        schema = item.payload.get("inputSchema")
+        validator: Draft202012Validator | None = None
+        if isinstance(schema, dict):
+            try:
+                Draft202012Validator.check_schema(schema)
+                validator = Draft202012Validator(schema)
+            except SchemaError:
+                validator = None
+        if len(self._federated_validators) > _FEDERATED_VALIDATORS_MAX:
+            self._federated_validators.clear()
+        self._federated_validators[key] = (item.payload, validator)
+        return validator
 
     async def _tool_validators(self) -> dict[str, Draft202012Validator]:
         if self._validators is None:
@@ -208,3 +288,17 @@ class RequestGuard:
                 tool.name: Draft202012Validator(tool.input_schema) for tool in await self.server.list_tools()
             }
         return self._validators
+
+
+def _check_scopes(required: frozenset[str], identity: Identity) -> None:
+    missing = missing_scopes(required=required, granted=identity.scopes)
+    if missing:
+        raise InsufficientScope(required=required, missing=missing)
+
+
+_NAME_KEY: dict[Kind, str] = {
+    "tool": "name",
+    "resource": "uri",
+    "resource_template": "uriTemplate",
+    "prompt": "name",
+}

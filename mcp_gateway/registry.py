@@ -18,6 +18,7 @@ from mcp.server.mcpserver import MCPServer
 
 from accounts.scopes import scope_definitions
 from core.conf import gatehouse_settings
+from mcp_gateway.federation import Federation
 
 DEFAULT_TIMEOUT_SECONDS = 60.0
 
@@ -67,6 +68,7 @@ class Toolset:
     ``install`` registers the toolset's resources, resource templates, prompts and completions on
     the SDK server; ``resources`` (URI prefixes, with the scopes reading needs) and ``prompts`` say
     which of them it owns, so a tenant that has not enabled the toolset neither sees nor reaches them.
+    ``federation`` serves entries that are not the server's own but a tenant's other MCP servers'.
     """
 
     name: str
@@ -76,6 +78,8 @@ class Toolset:
     install: Callable[[MCPServer], None] | None = None
     resources: tuple[ResourcePrefix, ...] = ()
     prompts: tuple[str, ...] = ()
+    # Entries that come from elsewhere (another MCP server), per tenant (``federation``).
+    federation: Federation | None = None
 
 
 def tool(
@@ -150,6 +154,10 @@ class Registry:
 
     def toolset_of_prompt(self, name: str) -> str | None:
         return next((t.name for t in self.toolsets if name in t.prompts), None)
+
+    def federations(self, *, enabled: frozenset[str]) -> tuple[Federation, ...]:
+        """The federations of the toolsets in ``enabled``."""
+        return tuple(t.federation for t in self.toolsets if t.federation is not None and t.name in enabled)
 
     def default_enabled(self) -> frozenset[str]:
         return frozenset(t.name for t in self.toolsets if t.enabled_by_default)

@@ -24,6 +24,7 @@ from tests.e2e.harness import DEMO_PASSWORD, Browser, DaphneServer, Person, Quic
 from tests.e2e.llm_gateway_support import ACME_OPENAI_KEY
 from tests.e2e.oauth_driver import OAuthDriver
 from tests.factories import DEFAULT_PASSWORD, LanguageModelFactory, MembershipFactory
+from upstreams.models import Upstream
 
 SERVER_DB_APPLICATION = "gatehouse-e2e-server"
 
@@ -221,7 +222,16 @@ def _in_own_thread(work):
     return outcome.get("value")
 
 
-_CLEANED_MODELS = [LanguageModel, AgentPreference, AccessToken, Application, Membership, User, Tenant]
+_CLEANED_MODELS = [
+    Upstream,
+    LanguageModel,
+    AgentPreference,
+    AccessToken,
+    Application,
+    Membership,
+    User,
+    Tenant,
+]
 
 
 @pytest.fixture
