@@ -35,9 +35,10 @@ from upstreams.transports import TENANT_HEADER, USER_HEADER
 logger = logging.getLogger(__name__)
 
 METHODS: dict[Kind, str] = {"tool": "tools/call", "resource": "resources/read", "prompt": "prompts/get"}
-# The upstream's own JSON-RPC errors that mean the same to Gatehouse's client; any other error is
-# the upstream failing, -32005.
-PASSED_THROUGH = {InvalidInput.jsonrpc_code, NotFound.jsonrpc_code}
+# The upstream's own JSON-RPC answers that mean the same to Gatehouse's client (no such method,
+# invalid arguments, or the thing named is not there) pass through with its message; any other
+# error (the SDK also reports a garbled answer as -32600) is the upstream failing: -32005 naming it.
+PASSED_THROUGH = {-32601, InvalidInput.jsonrpc_code, NotFound.jsonrpc_code}
 MAX_MESSAGE = 300
 
 
