@@ -31,6 +31,9 @@ logger = logging.getLogger(__name__)
 MAX_PAGES = 50
 MAX_ENTRIES = 2000
 RETRY_AFTER_FAILURE_SECONDS = 5.0
+# Lists are small and quick; a tenant's tools/list waits no longer than this for an upstream's
+# (after connecting), whatever its call timeout.
+LIST_SECONDS = 10.0
 
 
 @dataclass
@@ -69,7 +72,7 @@ class Catalog:
 
     async def _refresh(self, config: UpstreamConfig, previous: Published | None) -> Published:
         try:
-            async with asyncio.timeout(config.connect_timeout + config.call_timeout):
+            async with asyncio.timeout(config.connect_timeout + min(config.call_timeout, LIST_SECONDS)):
                 async with self._pool.lease(config, identity={}, holder=None) as pooled:
                     assert pooled.session is not None
                     raw = await _fetch_all(pooled.session)

@@ -124,6 +124,8 @@ class UpstreamPool:
         self._idle: dict[tuple[Any, ...], list[PooledSession]] = {}
         self._open: dict[tuple[Any, ...], int] = {}
         self._freed: dict[tuple[Any, ...], asyncio.Condition] = {}
+        self._waiting: dict[tuple[Any, ...], int] = {}
+        self._swept = time.monotonic()
 
     @contextlib.asynccontextmanager
     async def lease(
@@ -156,6 +158,7 @@ class UpstreamPool:
         self, config: UpstreamConfig, pool_key: tuple[Any, ...], identity: Mapping[str, str]
     ) -> PooledSession:
         idle_limit = gatehouse_settings.UPSTREAM_IDLE_SECONDS
+        self._sweep(idle_limit)
         condition = self._freed.setdefault(pool_key, asyncio.Condition())
         while True:
             idle = self._idle.get(pool_key, [])
@@ -173,9 +176,13 @@ class UpstreamPool:
                     self._notify_freed(pool_key)
                     raise
             # Woken when a session is freed; the time limit guards against a missed wake-up.
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(1.0), condition:
-                    await condition.wait()
+            self._waiting[pool_key] = self._waiting.get(pool_key, 0) + 1
+            try:
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(1.0), condition:
+                        await condition.wait()
+            finally:
+                self._waiting[pool_key] -= 1
 
     async def _connect(
         self, config: UpstreamConfig, pool_key: tuple[Any, ...], identity: Mapping[str, str]
@@ -246,9 +253,29 @@ class UpstreamPool:
         for pooled in self._idle.pop(pool_key, []):
             self._close(pooled)
 
+    def _sweep(self, idle_limit: float) -> None:
+        """Close idle sessions past their time, of every upstream: an upstream edited or removed
+        is never asked for again under its old key."""
+        now = time.monotonic()
+        if now - self._swept < min(idle_limit, 60):
+            return
+        self._swept = now
+        for pool_key, idle in list(self._idle.items()):
+            kept = [p for p in idle if p.alive and now - p.idle_since < idle_limit]
+            for pooled in idle:
+                if pooled not in kept:
+                    self._close(pooled)
+            if kept:
+                self._idle[pool_key] = kept
+            else:
+                del self._idle[pool_key]
+                if not self._open.get(pool_key) and not self._waiting.get(pool_key):
+                    self._open.pop(pool_key, None)
+                    self._freed.pop(pool_key, None)
+
     def _notify_freed(self, pool_key: tuple[Any, ...]) -> None:
         condition = self._freed.get(pool_key)
-        if condition is None:
+        if condition is None or not self._waiting.get(pool_key):
             return
 
         async def wake() -> None:
