@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import logging
 from collections.abc import Awaitable, Callable
 from typing import Any, ParamSpec, TypeVar
 
@@ -27,6 +28,8 @@ from mcp_gateway.rbac import missing_scopes, tool_allowed
 from mcp_gateway.registry import Registry, ToolSpec
 from mcp_gateway.sdk import server_resource_finder
 from mcp_gateway.toolset_access import toolsets_enabled_async
+
+logger = logging.getLogger(__name__)
 
 UNKNOWN_TOOL = "Unknown tool"
 UNKNOWN_RESOURCE = "Unknown resource"
@@ -87,6 +90,7 @@ class RequestGuard:
         self.server = server
         self._validators: dict[str, Draft202012Validator] | None = None
         self._finds_resource: Callable[[str], bool] | None = None
+        self._shadow_logged: set[tuple[str, str]] = set()
         self._federated_validators: dict[
             tuple[str, str], tuple[dict[str, Any], Draft202012Validator | None]
         ] = {}
@@ -153,16 +157,33 @@ class RequestGuard:
     async def _add_federated(
         self, kind: Kind, result: dict[str, Any], identity: Identity, enabled: frozenset[str]
     ) -> None:
-        key = LIST_KEYS[kind]
-        entries = result.setdefault(key, [])
-        # A local name always wins; among federated entries, the first one listed.
-        taken = {str(entry.get(_NAME_KEY[kind])) for entry in entries}
+        entries = result.setdefault(LIST_KEYS[kind], [])
+        # Among federated entries, the first one listed wins, as ``_federated`` resolves them.
+        taken: set[str] = set()
         for federation in self.registry.federations(enabled=enabled):
             for item in await federation.items(identity=identity, kind=kind):
-                if item.name in taken or missing_scopes(required=item.scopes, granted=identity.scopes):
+                if self._shadowed(item) or item.name in taken:
                     continue
                 taken.add(item.name)
-                entries.append(item.payload)
+                if not missing_scopes(required=item.scopes, granted=identity.scopes):
+                    entries.append(item.payload)
+
+    def _shadowed(self, item: FederatedItem) -> bool:
+        """Whether a name of the server's own takes ``item``'s, for every tenant and whatever the
+        toolset or scopes: a federated entry never stands in for a local one. Configuration refuses
+        such names; one published later is left out here, and logged once per process."""
+        if item.kind == "tool":
+            local = self.registry.get(item.name) is not None
+        elif item.kind == "prompt":
+            local = self.registry.toolset_of_prompt(item.name) is not None
+        else:
+            local = self.registry.toolset_of_resource(item.name) is not None
+        if local and (item.source, item.name) not in self._shadow_logged:
+            self._shadow_logged.add((item.source, item.name))
+            logger.warning(
+                "%s %r of upstream %r is left out: Gatehouse has its own", item.kind, item.name, item.source
+            )
+        return local
 
     async def _enabled(self, identity: Identity) -> frozenset[str]:
         return await toolsets_enabled_async(tenant_id=identity.tenant_id, registry=self.registry)
@@ -294,11 +315,3 @@ def _check_scopes(required: frozenset[str], identity: Identity) -> None:
     missing = missing_scopes(required=required, granted=identity.scopes)
     if missing:
         raise InsufficientScope(required=required, missing=missing)
-
-
-_NAME_KEY: dict[Kind, str] = {
-    "tool": "name",
-    "resource": "uri",
-    "resource_template": "uriTemplate",
-    "prompt": "name",
-}
