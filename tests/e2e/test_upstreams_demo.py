@@ -11,11 +11,14 @@ import pytest
 from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS
 
+from accounts.models import Tenant
 from core.models import AuditAction, AuditOutcome
+from mcp_gateway.guard import INVALID_ARGUMENTS
 from tests.e2e.harness import Person, sdk_client
 from tests.e2e.oauth_driver import access_token
 from tests.e2e.raw_mcp import RawMcp, sse_messages
 from tests.e2e.stamping import StampingTransport, audit_events
+from tests.factories import DEFAULT_PASSWORD, MembershipFactory, UserFactory
 
 pytestmark = pytest.mark.django_db
 
@@ -133,6 +136,41 @@ async def test_a_lone_surrogate_for_word_count_is_refused_before_it_reaches_the_
     [message] = [m for m in sse_messages(response) if "id" in m] or [response.json()]
     assert message["error"]["code"] == INVALID_PARAMS, message
     assert after["structuredContent"] == {"words": 2, "characters": 10, "lines": 1}
+
+
+@pytest.mark.parametrize(
+    ("tool", "arguments"),
+    [
+        ("demo_roll_dice", {"sides": 10**9}),
+        ("demo_roll_dice", {"count": 0}),
+        ("demo_roll_dice", {"sides": "six"}),
+        ("demo_convert_units", {"value": 1e300, "from_unit": "m", "to_unit": "km"}),
+        ("demo_convert_units", {"value": 1, "from_unit": "parsec", "to_unit": "m"}),
+        ("demo_convert_units", {"value": 1, "from_unit": "m"}),
+    ],
+    ids=["huge-sides", "no-dice", "sides-not-a-number", "huge-value", "unknown-unit", "missing-unit"],
+)
+async def test_arguments_outside_the_demo_s_schema_are_refused_before_they_reach_it(server, tool, arguments):
+    async with sdk_client(server, Person("carol")) as (client, _):
+        with pytest.raises(MCPError) as refused:
+            await client.call_tool(tool, arguments)
+    assert refused.value.error.code == INVALID_PARAMS
+    assert refused.value.error.message == f"{INVALID_ARGUMENTS} for {tool}"
+
+
+@pytest.fixture
+def globex_viewer(committed):
+    user = committed(UserFactory, username="gwen")
+    committed(MembershipFactory, user=user, tenant=Tenant.objects.get(slug="globex"), role="viewer")
+    return Person("gwen", password=DEFAULT_PASSWORD)
+
+
+async def test_a_globex_viewer_uses_the_demo_upstream_which_asks_only_for_mcp_read(server, globex_viewer):
+    async with sdk_client(server, globex_viewer) as (client, _):
+        names = {tool.name for tool in (await client.list_tools()).tools}
+        counted = await client.call_tool("demo_word_count", {"text": "a b c"})
+    assert names >= DEMO_TOOLS
+    assert counted.structured_content == {"words": 3, "characters": 5, "lines": 1}
 
 
 async def test_acme_s_people_do_not_see_globex_s_demo_upstream(server):
