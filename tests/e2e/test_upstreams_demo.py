@@ -14,7 +14,7 @@ from mcp_types import INVALID_PARAMS
 from accounts.models import Tenant
 from core.models import AuditAction, AuditOutcome
 from mcp_gateway.guard import INVALID_ARGUMENTS
-from tests.e2e.harness import Person, sdk_client
+from tests.e2e.harness import GLOBEX_DEMO_TOOLS, Person, sdk_client
 from tests.e2e.oauth_driver import access_token
 from tests.e2e.raw_mcp import RawMcp, sse_messages
 from tests.e2e.stamping import StampingTransport, audit_events
@@ -22,7 +22,7 @@ from tests.factories import DEFAULT_PASSWORD, MembershipFactory, UserFactory
 
 pytestmark = pytest.mark.django_db
 
-DEMO_TOOLS = {"demo_roll_dice", "demo_convert_units", "demo_word_count"}
+DEMO_TOOLS = GLOBEX_DEMO_TOOLS
 
 
 async def test_carol_sees_the_demo_tools_and_converts_a_temperature_through_them(server):
