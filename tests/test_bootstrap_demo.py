@@ -179,3 +179,26 @@ def test_a_moved_checkout_points_the_demo_upstream_at_the_new_path_and_keeps_the
     assert row.args == [str(DEMO_SERVER.resolve())]
     assert (row.enabled, row.exclude_tools) == (False, ["roll_dice"])
     assert row.tool_names == ["demo_convert_units", "demo_word_count"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_demo_server_that_cannot_start_is_said_in_one_line_and_the_rest_of_the_demo_is_made(
+    monkeypatch, tmp_path
+):
+    from io import StringIO
+
+    from upstreams import demo
+    from upstreams.models import Upstream
+
+    monkeypatch.setenv("DEMO_PASSWORD", "demo-password-for-tests")
+    monkeypatch.setattr(demo, "DEMO_SERVER", tmp_path / "missing" / "server.py")
+    out = StringIO()
+    call_command("bootstrap_demo", stdout=out)
+
+    row = Upstream.objects.get(tenant__slug="globex")
+    assert row.args == [str(tmp_path / "missing" / "server.py")]
+    assert row.tool_names == []
+    assert row.last_tested is None
+    lines = out.getvalue().splitlines()
+    assert demo.DEMO_NOT_STARTED in lines
+    assert User.objects.filter(username__in=DEMO_USERNAMES).count() == 3

@@ -28,12 +28,16 @@ logger = logging.getLogger(__name__)
 
 DEMO_UPSTREAM_NAME = "demo"
 DEMO_SERVER = Path(settings.BASE_DIR) / "examples" / "upstream_demo" / "server.py"
+DEMO_NOT_STARTED = (
+    f"Upstream for globex: {DEMO_UPSTREAM_NAME!r} could not be started; see the warning above "
+    "(docs/upstreams.md)."
+)
 
 
 def upstream_demo_register(*, tenant: Tenant) -> Upstream:
     """``tenant``'s ``demo`` upstream, created or pointed at this checkout's demo server; its
-    ``tool_names`` are the published names the server lists (left as they were if it cannot be
-    started, which is logged: the upstream then fails by name when called)."""
+    ``tool_names`` are the published names the server lists (left as they were, and logged, if it
+    cannot be started: bootstrap_demo and make run then say so, and the rest of the demo stands)."""
     command, args = sys.executable, [str(DEMO_SERVER.resolve())]
     row, created = Upstream.objects.get_or_create(
         tenant=tenant,
@@ -53,10 +57,7 @@ def upstream_demo_register(*, tenant: Tenant) -> Upstream:
 def upstream_demo_line(*, upstream: Upstream) -> str:
     """What the demo upstream is, in one line, as bootstrap_demo and make run say it."""
     if not upstream.tool_names:
-        return (
-            f"Upstream for globex: {upstream.name!r} could not be started; see the warning above "
-            "(docs/upstreams.md)."
-        )
+        return DEMO_NOT_STARTED
     return (
         f"Upstream for globex: {upstream.name!r}, the stdio server examples/upstream_demo/server.py "
         f"({', '.join(upstream.tool_names)}; docs/upstreams.md)."
