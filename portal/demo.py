@@ -1,5 +1,6 @@
 """The demo: tenants acme and globex, the people alice, bob and carol, acme's sample data and
-(optionally) its language model. ``bootstrap_demo`` and ``make run`` (``prepare_run``) create it.
+(optionally) its language model, and globex's demo upstream MCP server (``upstreams.demo``).
+``bootstrap_demo`` and ``make run`` (``prepare_run``) create it.
 
 Safe to run on every start, and cheap when everything exists: what is there is left as it is. The
 one exception is the people's password when the operator gives one (``DEMO_PASSWORD``): that is the
@@ -21,6 +22,8 @@ from accounts.services import membership_ensure, tenant_ensure, user_ensure
 from data_agent.models import Ontology
 from data_agent.sample import sample_database_ensure
 from language_models.services import language_model_ensure_default
+from upstreams.demo import upstream_demo_register
+from upstreams.models import Upstream
 from workflows.demo import workflow_demo_ensure
 from workflows.models import Workflow
 
@@ -46,6 +49,7 @@ class Demo:
     people: DemoPeople
     ontology: Ontology
     workflow: Workflow
+    upstream: Upstream
 
 
 def demo_password_problems(*, password: str) -> list[str]:
@@ -90,10 +94,12 @@ def demo_ensure(*, password: str | None, reset_existing: bool, language_model: s
     ontology = sample_database_ensure(tenant=tenants["acme"])
     # Over the sample database's ontology, so after it.
     workflow = workflow_demo_ensure(tenant=tenants["acme"])
+    # Outside the transaction too: listing its tools starts the demo server.
+    upstream = upstream_demo_register(tenant=tenants["globex"])
     people = DemoPeople(
         password=people_password, generated=password is None, created=tuple(created), changed=tuple(changed)
     )
-    return Demo(people=people, ontology=ontology, workflow=workflow)
+    return Demo(people=people, ontology=ontology, workflow=workflow, upstream=upstream)
 
 
 def _people_ensure(

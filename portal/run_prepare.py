@@ -38,6 +38,7 @@ from portal.demo import (
     demo_password_changed_line,
     names_joined,
 )
+from upstreams.demo import upstream_demo_line
 
 PASSWORD_FILE_MODE = 0o600
 
@@ -190,6 +191,8 @@ def run_summary(
     if ontology.status != OntologyStatus.READY:
         detail = f": {ontology.status_detail}" if ontology.status_detail else ""
         lines.append(f"Sample data for acme: ontology {ontology.name!r} is {ontology.status}{detail}")
+    if not sign_in.demo.upstream.tool_names:
+        lines.append(upstream_demo_line(upstream=sign_in.demo.upstream))
     return lines
 
 

@@ -26,8 +26,14 @@ class Link:
 
 
 def documentation_pages() -> list[Path]:
-    """The README, every page under docs/, and the platform folder's README (it points at docs/)."""
-    return [README, *sorted(DOCS.glob("*.md")), ROOT / "platform" / "README.md"]
+    """The README, every page under docs/, and the platform folder's and the upstream demo's READMEs
+    (they point at docs/)."""
+    return [
+        README,
+        *sorted(DOCS.glob("*.md")),
+        ROOT / "platform" / "README.md",
+        ROOT / "examples" / "upstream_demo" / "README.md",
+    ]
 
 
 def without_code(text: str) -> str:

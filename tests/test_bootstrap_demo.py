@@ -127,3 +127,78 @@ def test_the_demo_gives_acme_the_sales_analyst_workflow_with_its_toolset_on(monk
     # A second run keeps the workflow it made (and whatever an operator changed in it).
     assert Workflow.objects.get(tenant__slug="acme").pk == workflow.pk
     assert not Workflow.objects.filter(tenant__slug="globex").exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_demo_gives_globex_the_demo_upstream_once_with_the_tools_it_lists(monkeypatch):
+    import sys
+    from io import StringIO
+
+    from upstreams.demo import DEMO_SERVER
+    from upstreams.models import Transport, Upstream
+
+    monkeypatch.setenv("DEMO_PASSWORD", "demo-password-for-tests")
+    # Not capsys: the stdio transport hands the server its standard error, which must be a file.
+    out = StringIO()
+    call_command("bootstrap_demo", stdout=out)
+    first = Upstream.objects.get(tenant__slug="globex")
+    call_command("bootstrap_demo", stdout=StringIO())
+
+    row = Upstream.objects.get(tenant__slug="globex")
+    assert row.pk == first.pk
+    assert (row.name, row.transport, row.prefix_tools, row.enabled) == ("demo", Transport.STDIO, True, True)
+    assert (row.command, row.args) == (sys.executable, [str(DEMO_SERVER.resolve())])
+    # Listed from the running server, prefixed with the upstream's name.
+    assert row.tool_names == ["demo_convert_units", "demo_roll_dice", "demo_word_count"]
+    assert not Upstream.objects.filter(tenant__slug="acme").exists()
+    assert (
+        "Upstream for globex: 'demo', the stdio server examples/upstream_demo/server.py "
+        "(demo_convert_units, demo_roll_dice, demo_word_count; docs/upstreams.md)."
+    ) in out.getvalue().splitlines()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_moved_checkout_points_the_demo_upstream_at_the_new_path_and_keeps_the_operator_s_choices(
+    monkeypatch,
+):
+    from upstreams.demo import DEMO_SERVER
+    from upstreams.models import Upstream
+
+    monkeypatch.setenv("DEMO_PASSWORD", "demo-password-for-tests")
+    call_command("bootstrap_demo")
+    Upstream.objects.filter(tenant__slug="globex").update(
+        command="/old/checkout/.venv/bin/python",
+        args=["/old/checkout/examples/upstream_demo/server.py"],
+        tool_names=[],
+        enabled=False,
+        exclude_tools=["roll_dice"],
+    )
+    call_command("bootstrap_demo")
+
+    row = Upstream.objects.get(tenant__slug="globex")
+    assert row.args == [str(DEMO_SERVER.resolve())]
+    assert (row.enabled, row.exclude_tools) == (False, ["roll_dice"])
+    assert row.tool_names == ["demo_convert_units", "demo_word_count"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_demo_server_that_cannot_start_is_said_in_one_line_and_the_rest_of_the_demo_is_made(
+    monkeypatch, tmp_path
+):
+    from io import StringIO
+
+    from upstreams import demo
+    from upstreams.models import Upstream
+
+    monkeypatch.setenv("DEMO_PASSWORD", "demo-password-for-tests")
+    monkeypatch.setattr(demo, "DEMO_SERVER", tmp_path / "missing" / "server.py")
+    out = StringIO()
+    call_command("bootstrap_demo", stdout=out)
+
+    row = Upstream.objects.get(tenant__slug="globex")
+    assert row.args == [str(tmp_path / "missing" / "server.py")]
+    assert row.tool_names == []
+    assert row.last_tested is None
+    lines = out.getvalue().splitlines()
+    assert demo.DEMO_NOT_STARTED in lines
+    assert User.objects.filter(username__in=DEMO_USERNAMES).count() == 3

@@ -287,6 +287,9 @@ VIEWER_WORKFLOW_TOOLS = [
 ]
 ACME_VIEWER_TOOLS = ["whoami", "get_data_preferences", *VIEWER_WORKFLOW_TOOLS]
 ACME_VIEWER_SCOPE = "mcp:read ontologies:read workflows:read workflows:run"
+# What globex's people see of the demo's upstream MCP server (bootstrap_demo registers it; it asks
+# only for mcp:read, so every role sees them).
+GLOBEX_DEMO_TOOLS = {"demo_convert_units", "demo_roll_dice", "demo_word_count"}
 ACME_ADMIN_TOOLS = {
     "whoami",
     "set_display_name",

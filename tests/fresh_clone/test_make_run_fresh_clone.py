@@ -4,8 +4,9 @@ embedded SQLite default (the suite itself runs on PostgreSQL).
 One clone of the committed HEAD and one `make run` that creates its virtualenv are shared by every
 test here (module fixtures; the tests run in any order): a wrong DATABASE_URL and a busy port stop
 it in one line before anything else; the running server completes OAuth for the official SDK client
-and answers `whoami` and `run_query`; a second `make run` reuses the virtualenv, the database and
-the password; and the `manage.py` commands the README documents work on that install as written.
+and answers `whoami` and `run_query` (and, for globex, the demo upstream's tools); a second
+`make run` reuses the virtualenv, the database and the password; and the `manage.py` commands the
+README documents work on that install as written.
 """
 
 from __future__ import annotations
@@ -183,6 +184,20 @@ async def test_the_workflow_walk_through_works_on_sqlite(fresh):
     assert rotated.structured_content["summary_source"] == "derived"
     closed = rotated.structured_content["previous_conversation_id"]
     assert closed in [c["conversation_id"] for c in listed.structured_content["conversations"]]
+
+
+async def test_the_upstream_demo_walk_through_works_on_sqlite(fresh):
+    """docs/upstreams.md's demo, as a newcomer follows it right after `make run`: carol (globex)
+    sees the demo upstream's tools, prefixed, and converts a temperature through one."""
+    server = fresh.serving()
+    async with sdk_client(server, Person("carol", password=fresh.password)) as (client, _):
+        names = {tool.name for tool in (await client.list_tools()).tools}
+        converted = await client.call_tool(
+            "demo_convert_units", {"value": 100, "from_unit": "C", "to_unit": "F"}
+        )
+    assert {"demo_roll_dice", "demo_convert_units", "demo_word_count", "whoami"} <= names, names
+    assert not converted.is_error, converted
+    assert converted.structured_content == {"value": 100.0, "from_unit": "C", "to_unit": "F", "result": 212.0}
 
 
 def _curl(command: str) -> dict:

@@ -22,6 +22,7 @@ from portal.demo import (
     demo_password_problems,
     demo_password_refusal,
 )
+from upstreams.demo import upstream_demo_line
 
 
 class Command(BaseCommand):
@@ -47,6 +48,7 @@ class Command(BaseCommand):
         self.stdout.write(
             f"Workflow for acme: {demo.workflow.name!r}, with the workflows toolset on (docs/workflows.md)."
         )
+        self.stdout.write(upstream_demo_line(upstream=demo.upstream))
         self.stdout.write(
             "Demo tenants: acme, globex. Users: alice (acme admin), bob (acme viewer), carol (globex admin)."
         )
