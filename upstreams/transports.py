@@ -5,9 +5,12 @@ sent: only, when the upstream asks for it, who the caller is, as plain headers."
 
 from __future__ import annotations
 
+import io
+import os
 import sys
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
+from typing import TextIO
 
 import httpx2
 from mcp.client.auth import TokenStorage
@@ -61,6 +64,16 @@ def _oauth(config: UpstreamConfig) -> httpx2.Auth:
     )
 
 
+def _errlog() -> TextIO:
+    """Where a stdio upstream's stderr goes: the process's own (the subprocess needs a real file,
+    which a captured ``sys.stderr`` under a test runner is not)."""
+    try:
+        sys.stderr.fileno()
+    except (AttributeError, OSError, io.UnsupportedOperation):
+        return sys.__stderr__ if sys.__stderr__ is not None else open(os.devnull, "w")
+    return sys.stderr
+
+
 def upstream_headers(config: UpstreamConfig, *, identity: Mapping[str, str]) -> dict[str, str]:
     headers = dict(identity) if config.pass_identity else {}
     if config.auth == AuthKind.HEADER and config.header_name:
@@ -78,7 +91,7 @@ async def upstream_streams(config: UpstreamConfig, *, identity: Mapping[str, str
             env=dict(config.env) or None,
             cwd=config.cwd or None,
         )
-        async with stdio_client(params, errlog=sys.stderr) as streams:
+        async with stdio_client(params, errlog=_errlog()) as streams:
             yield streams
         return
     headers = upstream_headers(config, identity=identity)
