@@ -26,12 +26,17 @@ CLIENT_SECRET = "vendor:secret%" + secrets.token_hex(12)
 SHORT_TOKEN_SECONDS = 2
 
 
-def _process(tmp_path_factory, *, token_seconds: int) -> UpstreamProcess:
+def _process_at(workdir, *, port: int | None, token_seconds: int = 3600) -> UpstreamProcess:
     return UpstreamProcess(
         "http",
-        workdir=tmp_path_factory.mktemp("upstream-oauth"),
+        workdir=workdir,
+        port=port,
         options=("--oauth", f"{CLIENT_ID}:{CLIENT_SECRET}", "--token-seconds", str(token_seconds)),
     ).start()
+
+
+def _process(tmp_path_factory, *, token_seconds: int) -> UpstreamProcess:
+    return _process_at(tmp_path_factory.mktemp("upstream-oauth"), port=None, token_seconds=token_seconds)
 
 
 @pytest.fixture(scope="module")
@@ -156,3 +161,44 @@ async def test_hostile_client_secrets_fail_as_the_upstreams_error(server, commit
         whoami = await client.call_tool("whoami", {})
     assert failed.value.error.code == -32005, failed.value.error
     assert not whoami.is_error, whoami
+
+
+async def test_after_the_upstream_restarts_and_forgets_its_tokens_a_new_one_is_fetched(
+    server, committed, tmp_path
+):
+    first = _process_at(tmp_path, port=None)
+    try:
+        _oauth_row(committed, first, name="restarting")
+        async with sdk_client(server, Person("alice")) as (client, _):
+            before = await client.call_tool("restarting_echo", {"text": "before"})
+            first.kill()
+            again = _process_at(tmp_path, port=first.port)
+            try:
+                after = await client.call_tool("restarting_echo", {"text": "after"})
+            finally:
+                again.kill()
+    finally:
+        first.kill()
+    assert before.structured_content["text"] == "before", before
+    assert after.structured_content["text"] == "after", after
+    # One record file for both lives of the upstream (it is named by the port).
+    issued = _issued(first)
+    assert len(issued) == 2, issued
+    assert _echo_authorizations(first) == [f"Bearer {token}" for token in issued]
+
+
+async def test_an_sse_upstream_gets_its_token_too(server, committed, tmp_path):
+    process = UpstreamProcess(
+        "sse",
+        workdir=tmp_path,
+        options=("--oauth", f"{CLIENT_ID}:{CLIENT_SECRET}", "--token-seconds", "3600"),
+    ).start()
+    try:
+        _oauth_row(committed, process, name="legacy", transport="sse")
+        async with sdk_client(server, Person("alice")) as (client, _):
+            result = await client.call_tool("legacy_echo", {"text": "over sse"})
+    finally:
+        process.kill()
+    assert result.structured_content["text"] == "over sse", result
+    (token,) = _issued(process)
+    assert _echo_authorizations(process) == [f"Bearer {token}"]
