@@ -42,6 +42,9 @@ parser.add_argument("--record", default="")
 parser.add_argument("--require-header", default="", help="NAME=VALUE every HTTP request must carry")
 parser.add_argument("--oauth", default="", help="CLIENT_ID:SECRET: require tokens issued to that client")
 parser.add_argument("--token-seconds", type=int, default=3600, help="how long an issued token lives")
+parser.add_argument(
+    "--advertise-issuer", default="", help="name another authorization server in the resource metadata"
+)
 options = parser.parse_args()
 
 
@@ -54,17 +57,22 @@ def record(event: dict[str, Any]) -> None:
 class Authorization:
     """The token verifier of the resource server and, on two routes, the authorization server."""
 
-    def __init__(self, *, client: str, port: int, resource_path: str, token_seconds: int) -> None:
+    def __init__(
+        self, *, client: str, port: int, resource_path: str, token_seconds: int, advertised: str = ""
+    ) -> None:
         self.client_id, _, self.client_secret = client.partition(":")
         # As the SDK renders it in the protected resource metadata: a root issuer ends in "/".
         self.issuer = f"http://127.0.0.1:{port}/"
         self.resource = f"http://127.0.0.1:{port}{resource_path}"
         self.token_seconds = token_seconds
         self.issued: dict[str, AccessToken] = {}
+        # The server the resource metadata sends clients to: this one, unless a test makes the
+        # upstream lead them elsewhere.
+        self.advertised = advertised or self.issuer
 
     def settings(self) -> AuthSettings:
         return AuthSettings(
-            issuer_url=AnyHttpUrl(self.issuer),
+            issuer_url=AnyHttpUrl(self.advertised),
             resource_server_url=AnyHttpUrl(self.resource),
             validate_token_resource=True,
         )
@@ -119,6 +127,7 @@ if options.oauth:
         port=options.port,
         resource_path="/sse" if options.transport == "sse" else "/mcp",
         token_seconds=options.token_seconds,
+        advertised=options.advertise_issuer,
     )
     server = MCPServer(
         name="upstream-test",

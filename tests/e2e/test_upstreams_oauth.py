@@ -26,12 +26,14 @@ CLIENT_SECRET = "vendor:secret%" + secrets.token_hex(12)
 SHORT_TOKEN_SECONDS = 2
 
 
-def _process_at(workdir, *, port: int | None, token_seconds: int = 3600) -> UpstreamProcess:
+def _process_at(
+    workdir, *, port: int | None, token_seconds: int = 3600, options: tuple[str, ...] = ()
+) -> UpstreamProcess:
     return UpstreamProcess(
         "http",
         workdir=workdir,
         port=port,
-        options=("--oauth", f"{CLIENT_ID}:{CLIENT_SECRET}", "--token-seconds", str(token_seconds)),
+        options=("--oauth", f"{CLIENT_ID}:{CLIENT_SECRET}", "--token-seconds", str(token_seconds), *options),
     ).start()
 
 
@@ -202,3 +204,35 @@ async def test_an_sse_upstream_gets_its_token_too(server, committed, tmp_path):
     assert result.structured_content["text"] == "over sse", result
     (token,) = _issued(process)
     assert _echo_authorizations(process) == [f"Bearer {token}"]
+
+
+async def test_the_credentials_never_follow_the_upstream_to_another_authorization_server(
+    server, committed, tmp_path
+):
+    """The issuer found on the first connection is pinned: an upstream that later names another
+    authorization server in its metadata gets -32005, and that server never sees the secret."""
+    elsewhere = _process_at(tmp_path, port=None)
+    first = _process_at(tmp_path, port=None)
+    try:
+        _oauth_row(committed, first, name="pinned")
+        async with sdk_client(server, Person("alice")) as (client, _):
+            before = await client.call_tool("pinned_echo", {"text": "before"})
+            first.kill()
+            # Restarted, it has forgotten its tokens, and sends clients to another server.
+            turned = _process_at(
+                tmp_path,
+                port=first.port,
+                options=("--advertise-issuer", f"http://127.0.0.1:{elsewhere.port}/"),
+            )
+            try:
+                with pytest.raises(MCPError) as failed:
+                    await client.call_tool("pinned_echo", {"text": "after"})
+            finally:
+                turned.kill()
+    finally:
+        first.kill()
+        elsewhere.kill()
+    assert before.structured_content["text"] == "before", before
+    assert failed.value.error.code == -32005, failed.value.error
+    assert "'pinned'" in failed.value.error.message
+    assert not [r for r in elsewhere.records() if r.get("event", "").startswith("token")], elsewhere.records()
