@@ -42,6 +42,7 @@ parser.add_argument("--record", default="")
 parser.add_argument("--require-header", default="", help="NAME=VALUE every HTTP request must carry")
 parser.add_argument("--oauth", default="", help="CLIENT_ID:SECRET: require tokens issued to that client")
 parser.add_argument("--token-seconds", type=int, default=3600, help="how long an issued token lives")
+parser.add_argument("--garbage-tokens", action="store_true", help="the token endpoint answers junk")
 parser.add_argument(
     "--advertise-issuer", default="", help="name another authorization server in the resource metadata"
 )
@@ -109,6 +110,9 @@ class Authorization:
         if not self._client_authenticated(request, form):
             record({"event": "token_refused"})
             return JSONResponse({"error": "invalid_client"}, status_code=401)
+        if options.garbage_tokens:
+            record({"event": "token_garbage"})
+            return Response(b"\x00<html>\xff not a token", status_code=200, media_type="application/json")
         token = secrets.token_urlsafe(24)
         self.issued[token] = AccessToken(
             token=token,

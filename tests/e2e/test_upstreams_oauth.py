@@ -236,3 +236,20 @@ async def test_the_credentials_never_follow_the_upstream_to_another_authorizatio
     assert failed.value.error.code == -32005, failed.value.error
     assert "'pinned'" in failed.value.error.message
     assert not [r for r in elsewhere.records() if r.get("event", "").startswith("token")], elsewhere.records()
+
+
+async def test_a_token_endpoint_answering_junk_fails_that_upstreams_calls_only(server, committed, tmp_path):
+    process = _process_at(tmp_path, port=None, options=("--garbage-tokens",))
+    try:
+        _oauth_row(committed, process, name="junk", tool_names=["junk_echo"])
+        async with sdk_client(server, Person("alice")) as (client, _):
+            with pytest.raises(MCPError) as failed:
+                await client.call_tool("junk_echo", {"text": "hi"})
+            whoami = await client.call_tool("whoami", {})
+    finally:
+        process.kill()
+    assert failed.value.error.code == -32005, failed.value.error
+    assert "'junk'" in failed.value.error.message
+    assert not whoami.is_error, whoami
+    assert any(r.get("event") == "token_garbage" for r in process.records())
+    assert not _echo_authorizations(process)
