@@ -13,9 +13,11 @@ Then, at each concurrency, it drives `tools/call echo` with the same client code
 2025-11-25 MCP session per concurrent worker, plain JSON-RPC POSTs over aiohttp (as the other
 benchmarks do), each worker making its calls one after another. Directly against the upstream
 (`echo`), and through Gatehouse (`bench_echo`: bearer check, scopes, rate limit, the federated
-catalogue, a pooled upstream session, the forwarded call, audit row). Warm-up first, then rounds
-that alternate the two, so the machine's drift falls on both alike. Prints p50 and p95 latency in
-ms, calls per second, and what Gatehouse adds. A measurement, not a test: it asserts nothing.
+catalogue, a pooled upstream session, the forwarded call, audit row); for reference, also
+Gatehouse's own trivial tool (`test_simple_text`, the conformance toolset turned on for acme), which
+pays everything but the forwarding. Warm-up first, then rounds that alternate the paths, so the
+machine's drift falls on all alike. Prints p50 and p95 latency in ms, calls per second, and what
+Gatehouse adds. A measurement, not a test: it asserts nothing.
 """
 
 from __future__ import annotations
@@ -56,12 +58,16 @@ class Level:
         return len(self.samples.seconds) / self.seconds if self.seconds else 0.0
 
 
-def acme_upstream(url: str) -> None:
+def acme_prepare(url: str) -> None:
+    """acme's upstream row, and the conformance toolset on (the reference tool)."""
     from accounts.models import Tenant
+    from mcp_gateway.models import TenantToolset
     from upstreams.models import Upstream
 
+    acme = Tenant.objects.get(slug="acme")
+    TenantToolset.objects.update_or_create(tenant=acme, toolset="conformance", defaults={"enabled": True})
     Upstream.objects.update_or_create(
-        tenant=Tenant.objects.get(slug="acme"),
+        tenant=acme,
         name=UPSTREAM_NAME,
         defaults={"url": url, "prefix_tools": True, "tool_names": [f"{UPSTREAM_NAME}_echo"]},
     )
@@ -75,12 +81,13 @@ async def sessions(http: aiohttp.ClientSession, url: str, token: str, count: int
 
 
 async def run(workers: list[RawHttp], tool: str, calls_per_worker: int, level: Level) -> None:
+    arguments = ARGUMENTS if tool.endswith("echo") else {}
     """Every worker makes ``calls_per_worker`` calls in turn, all workers at once."""
 
     async def worker(raw: RawHttp) -> None:
         for _ in range(calls_per_worker):
             started = time.perf_counter()
-            await raw.call(tool, ARGUMENTS)
+            await raw.call(tool, arguments)
             level.samples.seconds.append(time.perf_counter() - started)
 
     started = time.perf_counter()
@@ -99,6 +106,7 @@ async def benchmark(
             paths = {
                 "direct": (await sessions(http, upstream_url, "", workers), "echo"),
                 "gatehouse": (await sessions(http, gateway_url, token, workers), f"{UPSTREAM_NAME}_echo"),
+                "local": (await sessions(http, gateway_url, token, workers), "test_simple_text"),
             }
             levels = results[workers] = {name: Level() for name in paths}
             for clients, tool in paths.values():
@@ -119,7 +127,11 @@ def report(results: dict[int, dict[str, Level]], iterations: int, pool_size: str
     print("|---:|---|---:|---:|---:|")
     for workers, levels in results.items():
         direct, gatehouse = levels["direct"], levels["gatehouse"]
-        for label, level in (("upstream directly", direct), ("through Gatehouse", gatehouse)):
+        for label, level in (
+            ("upstream directly", direct),
+            ("through Gatehouse", gatehouse),
+            ("(reference: Gatehouse's own test_simple_text)", levels["local"]),
+        ):
             samples = level.samples
             print(
                 f"| {workers} | {label} | {samples.p50():.2f} | {samples.p95():.2f} "
@@ -154,7 +166,7 @@ def main() -> None:
     print("Preparing the database (migrate, bootstrap_demo)...", file=sys.stderr)
     prepare_database(env)
     django_setup(env)
-    acme_upstream(upstream_url)
+    acme_prepare(upstream_url)
     token = access_token_for_alice(scope="mcp:read mcp:write", resource=f"{public}/mcp")
 
     upstream = subprocess.Popen(
