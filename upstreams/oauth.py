@@ -5,10 +5,11 @@ Each upstream configuration has one ``UpstreamOAuthState`` in the process: its a
 when that expires, the metadata discovered, and the authorization server it is pinned to. Each
 session opens a provider of its own over that shared state (the SDK's provider holds a lock from a
 request's start to its response's headers, so one provider shared by the pool's sessions would
-queue their calls behind each other). So every session uses the one token, and the first request
-after it expires gets a new one before it is sent; the SDK itself would send that request without
-a token and start again from the upstream's 401 (discovery, token, retry), which it still does
-when the upstream refuses a token before its time (an upstream restart forgets its tokens).
+queue their calls behind each other). So every session uses the one token; while there is none, or
+it has expired, one session at a time gets it and the others wait to take it up. Once expired, a
+new one is asked for before the request is sent: the SDK itself would send that request without a
+token and start again from the upstream's 401 (discovery, token, retry), which it still does when
+the upstream refuses a token before its time (an upstream restart forgets its tokens).
 
 The issuer: the SDK sends the client secret only to an authorization server whose metadata names
 the issuer it is given (and warns when it is given none). Gatehouse asks for no issuer: the first
@@ -20,6 +21,10 @@ lead the secret to another server.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import time
+import weakref
 from collections.abc import AsyncGenerator
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
@@ -49,6 +54,18 @@ class UpstreamOAuthState:
     resource_metadata: ProtectedResourceMetadata | None = None
     server_metadata: OAuthMetadata | None = None
     authorization_server: str | None = None
+    # Per event loop (asyncio locks belong to one): Daphne has one, a command or a test may have more.
+    _locks: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = field(
+        default_factory=weakref.WeakKeyDictionary, repr=False
+    )
+
+    def needs_token(self) -> bool:
+        return self.tokens is None or (self.expires_at is not None and time.time() > self.expires_at)
+
+    def fetching(self) -> asyncio.Lock:
+        """Held by the one session that gets the configuration a token, while the others wait
+        for it: the pool's sessions start (and find the token expired) together."""
+        return self._locks.setdefault(asyncio.get_running_loop(), asyncio.Lock())
 
     async def get_tokens(self) -> OAuthToken | None:
         return self.tokens
@@ -104,6 +121,20 @@ class UpstreamOAuth(ClientCredentialsOAuthProvider):
             state.scope = context.client_metadata.scope
 
     async def _auth_flow(self, request: httpx2.Request) -> AsyncGenerator[httpx2.Request, httpx2.Response]:
+        fetching = self._state.fetching() if self._state.needs_token() else contextlib.nullcontext()
+        async with fetching:
+            flow = self._session_flow(request)
+            try:
+                outgoing = await flow.__anext__()
+                while True:
+                    response = yield outgoing
+                    outgoing = await flow.asend(response)
+            except StopAsyncIteration:
+                pass
+            finally:
+                await flow.aclose()
+
+    async def _session_flow(self, request: httpx2.Request) -> AsyncGenerator[httpx2.Request, httpx2.Response]:
         async with self.context.lock:
             self._adopt_shared()
             context = self.context

@@ -109,6 +109,7 @@ async def test_calls_carry_one_token_the_upstream_issued_never_the_callers(serve
 
 async def test_an_expired_token_is_replaced_and_calls_go_on(server, committed, short_lived):
     _oauth_row(committed, short_lived, name="brief")
+    echoes_before = len(_echo_authorizations(short_lived))
     async with sdk_client(server, Person("alice")) as (client, _):
         first = await client.call_tool("brief_echo", {"text": "before"})
         assert first.structured_content["text"] == "before", first
@@ -119,10 +120,25 @@ async def test_an_expired_token_is_replaced_and_calls_go_on(server, committed, s
         assert second.structured_content["text"] == "after", second
 
     issued = _issued(short_lived)
-    authorizations = _echo_authorizations(short_lived)
+    authorizations = _echo_authorizations(short_lived)[echoes_before:]
     assert len(authorizations) == 2, authorizations
     assert len(set(authorizations)) == 2, authorizations
     assert all(a.removeprefix("Bearer ") in issued for a in authorizations), (authorizations, issued)
+
+
+async def test_concurrent_calls_across_an_expiry_all_carry_tokens_the_upstream_issued(
+    server, committed, short_lived
+):
+    _oauth_row(committed, short_lived, name="busy")
+    async with sdk_client(server, Person("alice")) as (client, _):
+        first = await asyncio.gather(*(client.call_tool("busy_echo", {"text": str(i)}) for i in range(6)))
+        await asyncio.sleep(SHORT_TOKEN_SECONDS + 1)
+        second = await asyncio.gather(*(client.call_tool("busy_echo", {"text": str(i)}) for i in range(6)))
+    assert [r.structured_content["text"] for r in first + second] == [str(i) for i in range(6)] * 2
+    issued = {f"Bearer {token}" for token in _issued(short_lived)}
+    authorizations = _echo_authorizations(short_lived)[-12:]
+    assert set(authorizations) <= issued, authorizations
+    assert authorizations[0] != authorizations[-1]
 
 
 async def test_wrong_client_secret_fails_that_upstreams_calls_only(server, committed, vendor):
