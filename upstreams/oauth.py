@@ -177,7 +177,7 @@ async def upstream_oauth(config: UpstreamConfig) -> UpstreamOAuth:
     if state is None:
         state = UpstreamOAuthState(issuer=await _issuer_discover(config))
         # An edited upstream is a new configuration: what the old one held is of no further use.
-        for key in [key for key in _states if key[0] == config.id]:
+        for key in [key for key in _states if key[0] == config.id and key != config.key]:
             del _states[key]
         state = _states.setdefault(config.key, state)
     return UpstreamOAuth(config, state)
