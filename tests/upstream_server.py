@@ -1,39 +1,148 @@
 """An MCP server for the upstream tests, run as its own process over Streamable HTTP, SSE or stdio:
-``python tests/upstream_server.py http|sse|stdio [PORT] [--record FILE]``.
+``python tests/upstream_server.py http|sse|stdio [PORT] [--record FILE] [--oauth CLIENT_ID:SECRET]``.
 
 Its tools report what Gatehouse sent it (the headers of the HTTP request, for the credential tests),
 send progress and log messages, wait to be cancelled, and ask the client through elicitation. With
 ``--record``, every request's headers and every cancellation are appended to FILE as JSON lines, so
 a test can assert what reached the upstream.
+
+With ``--oauth`` (http and sse, PORT required) the server is also its own OAuth authorization
+server, as a vendor's MCP server behind its identity provider would be: the SDK's resource-server
+support publishes RFC 9728 metadata and answers 401 with ``WWW-Authenticate: Bearer
+resource_metadata=...`` to a request without a valid token, and two routes of its own add RFC 8414
+metadata and a client-credentials token endpoint for that one client, whose tokens are opaque and
+short-lived (``--token-seconds``); each token issued is recorded.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import base64
 import json
 import os
+import secrets
+import time
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote
 
+from mcp.server.auth.provider import AccessToken
+from mcp.server.auth.settings import AuthSettings
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.transport_security import TransportSecuritySettings
-from pydantic import BaseModel, Field
+from pydantic import AnyHttpUrl, BaseModel, Field
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
 
 parser = argparse.ArgumentParser()
 parser.add_argument("transport", choices=["http", "sse", "stdio"])
 parser.add_argument("port", nargs="?", type=int, default=0)
 parser.add_argument("--record", default="")
 parser.add_argument("--require-header", default="", help="NAME=VALUE every HTTP request must carry")
+parser.add_argument("--oauth", default="", help="CLIENT_ID:SECRET: require tokens issued to that client")
+parser.add_argument("--token-seconds", type=int, default=3600, help="how long an issued token lives")
+parser.add_argument("--garbage-tokens", action="store_true", help="the token endpoint answers junk")
+parser.add_argument(
+    "--advertise-issuer", default="", help="name another authorization server in the resource metadata"
+)
 options = parser.parse_args()
-
-server = MCPServer(name="upstream-test", instructions="An upstream for Gatehouse's tests.")
 
 
 def record(event: dict[str, Any]) -> None:
     if options.record:
         with Path(options.record).open("a") as out:
             out.write(json.dumps(event) + "\n")
+
+
+class Authorization:
+    """The token verifier of the resource server and, on two routes, the authorization server."""
+
+    def __init__(
+        self, *, client: str, port: int, resource_path: str, token_seconds: int, advertised: str = ""
+    ) -> None:
+        self.client_id, _, self.client_secret = client.partition(":")
+        # As the SDK renders it in the protected resource metadata: a root issuer ends in "/".
+        self.issuer = f"http://127.0.0.1:{port}/"
+        self.resource = f"http://127.0.0.1:{port}{resource_path}"
+        self.token_seconds = token_seconds
+        self.issued: dict[str, AccessToken] = {}
+        # The server the resource metadata sends clients to: this one, unless a test makes the
+        # upstream lead them elsewhere.
+        self.advertised = advertised or self.issuer
+
+    def settings(self) -> AuthSettings:
+        return AuthSettings(
+            issuer_url=AnyHttpUrl(self.advertised),
+            resource_server_url=AnyHttpUrl(self.resource),
+            validate_token_resource=True,
+        )
+
+    async def verify_token(self, token: str) -> AccessToken | None:
+        # The SDK's bearer middleware refuses it once expires_at has passed.
+        return self.issued.get(token)
+
+    async def metadata(self, request: Request) -> Response:
+        return JSONResponse(
+            {
+                "issuer": self.issuer,
+                # Not served (no person signs in here), but the SDK's client requires it.
+                "authorization_endpoint": f"{self.issuer}authorize",
+                "token_endpoint": f"{self.issuer}token",
+                "grant_types_supported": ["client_credentials"],
+                "token_endpoint_auth_methods_supported": ["client_secret_basic", "client_secret_post"],
+            }
+        )
+
+    def _client_authenticated(self, request: Request, form: dict[str, str]) -> bool:
+        presented = (form.get("client_id", ""), form.get("client_secret", ""))
+        scheme, _, encoded = request.headers.get("authorization", "").partition(" ")
+        if scheme.lower() == "basic":
+            decoded = base64.b64decode(encoded).decode(errors="replace")
+            client_id, _, secret = decoded.partition(":")
+            presented = (unquote(client_id), unquote(secret))
+        return presented == (self.client_id, self.client_secret)
+
+    async def token(self, request: Request) -> Response:
+        form = {key: str(value) for key, value in (await request.form()).items()}
+        if form.get("grant_type") != "client_credentials":
+            return JSONResponse({"error": "unsupported_grant_type"}, status_code=400)
+        if not self._client_authenticated(request, form):
+            record({"event": "token_refused"})
+            return JSONResponse({"error": "invalid_client"}, status_code=401)
+        if options.garbage_tokens:
+            record({"event": "token_garbage"})
+            return Response(b"\x00<html>\xff not a token", status_code=200, media_type="application/json")
+        token = secrets.token_urlsafe(24)
+        self.issued[token] = AccessToken(
+            token=token,
+            client_id=self.client_id,
+            scopes=form.get("scope", "").split(),
+            expires_at=int(time.time()) + self.token_seconds,
+            resource=form.get("resource"),
+        )
+        record({"event": "token_issued", "token": token, "resource": form.get("resource")})
+        return JSONResponse({"access_token": token, "token_type": "Bearer", "expires_in": self.token_seconds})
+
+
+if options.oauth:
+    authorization = Authorization(
+        client=options.oauth,
+        port=options.port,
+        resource_path="/sse" if options.transport == "sse" else "/mcp",
+        token_seconds=options.token_seconds,
+        advertised=options.advertise_issuer,
+    )
+    server = MCPServer(
+        name="upstream-test",
+        instructions="An upstream for Gatehouse's tests.",
+        token_verifier=authorization,
+        auth=authorization.settings(),
+    )
+    server.custom_route("/.well-known/oauth-authorization-server", methods=["GET"])(authorization.metadata)
+    server.custom_route("/token", methods=["POST"])(authorization.token)
+else:
+    server = MCPServer(name="upstream-test", instructions="An upstream for Gatehouse's tests.")
 
 
 def _headers(ctx: Context) -> dict[str, str]:

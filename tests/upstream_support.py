@@ -24,8 +24,12 @@ class UpstreamProcess:
     """``tests/upstream_server.py`` over http or sse on a free port; its record file says what
     reached it."""
 
-    def __init__(self, transport: str, *, workdir: Path, port: int | None = None) -> None:
+    def __init__(
+        self, transport: str, *, workdir: Path, port: int | None = None, options: tuple[str, ...] = ()
+    ) -> None:
         self.transport = transport
+        # More of the server's command-line options (``--oauth ID:SECRET``, ``--token-seconds N``).
+        self.options = options
         self.port = port or free_port()
         self.record_path = workdir / f"upstream-{transport}-{self.port}.jsonl"
         self.log_path = workdir / f"upstream-{transport}-{self.port}.log"
@@ -44,6 +48,7 @@ class UpstreamProcess:
                 str(self.port),
                 "--record",
                 str(self.record_path),
+                *self.options,
             ],
             stdout=self.log_path.open("ab"),
             stderr=subprocess.STDOUT,

@@ -50,6 +50,10 @@ logger = logging.getLogger(__name__)
 CLIENT_INFO = Implementation(name="gatehouse", version="0.1.0")
 NO_CALLER = "No caller is waiting on this upstream session."
 SESSION_TERMINATED = "Session terminated"
+# What the SDK's server answers (a JSON-RPC error in its 404's body, which the SDK's client passes on
+# as it is) to a session it does not know, after a restart: the request was not run either.
+SESSION_NOT_FOUND = "Session not found"
+_SESSION_GONE = (SESSION_TERMINATED, SESSION_NOT_FOUND)
 
 
 class Downstream(Protocol):
@@ -67,7 +71,7 @@ def transport_failed(error: BaseException) -> bool:
     error): the session is then of no further use."""
     if isinstance(error, MCPError):
         return error.error.code == CONNECTION_CLOSED or (
-            error.error.code == INVALID_REQUEST and error.error.message == SESSION_TERMINATED
+            error.error.code == INVALID_REQUEST and error.error.message in _SESSION_GONE
         )
     # A result that fails its own schema (RuntimeError, ValidationError) is a bad answer on a good
     # session; a cancelled or timed-out call leaves the session usable too.
@@ -80,7 +84,7 @@ def session_was_gone(error: BaseException) -> bool:
     return (
         isinstance(error, MCPError)
         and error.error.code == INVALID_REQUEST
-        and error.error.message == SESSION_TERMINATED
+        and error.error.message in _SESSION_GONE
     )
 
 

@@ -1,7 +1,7 @@
 """Open the byte streams of one upstream session, with Gatehouse's own credentials: the SDK's
 Streamable HTTP, SSE and stdio client transports, and its OAuth client-credentials provider (which
-discovers the upstream's authorization server from its metadata). The caller's token is never
-sent: only, when the upstream asks for it, who the caller is, as plain headers."""
+discovers the upstream's authorization server from its metadata; ``upstreams.oauth``). The caller's
+token is never sent: only, when the upstream asks for it, who the caller is, as plain headers."""
 
 from __future__ import annotations
 
@@ -13,55 +13,18 @@ from contextlib import asynccontextmanager
 from typing import TextIO
 
 import httpx2
-from mcp.client.auth import TokenStorage
-from mcp.client.auth.extensions.client_credentials import ClientCredentialsOAuthProvider
 from mcp.client.sse import sse_client
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
-from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
 
-from upstreams.config import ConfigKey, UpstreamConfig
+from upstreams.config import UpstreamConfig
 from upstreams.models import AuthKind, Transport
+from upstreams.oauth import upstream_oauth
 
 # An SSE or Streamable HTTP response stream may stay open between events this long.
 STREAM_READ_SECONDS = 300.0
 USER_HEADER = "X-Gatehouse-User"
 TENANT_HEADER = "X-Gatehouse-Tenant"
-
-
-class _MemoryTokenStorage(TokenStorage):
-    """The upstream's tokens, kept by this process for as long as the configuration lasts (a
-    restart gets new ones with the client credentials)."""
-
-    def __init__(self) -> None:
-        self.tokens: OAuthToken | None = None
-        self.client_info: OAuthClientInformationFull | None = None
-
-    async def get_tokens(self) -> OAuthToken | None:
-        return self.tokens
-
-    async def set_tokens(self, tokens: OAuthToken) -> None:
-        self.tokens = tokens
-
-    async def get_client_info(self) -> OAuthClientInformationFull | None:
-        return self.client_info
-
-    async def set_client_info(self, client_info: OAuthClientInformationFull) -> None:
-        self.client_info = client_info
-
-
-_token_stores: dict[ConfigKey, _MemoryTokenStorage] = {}
-
-
-def _oauth(config: UpstreamConfig) -> httpx2.Auth:
-    storage = _token_stores.setdefault(config.key, _MemoryTokenStorage())
-    return ClientCredentialsOAuthProvider(
-        server_url=config.url,
-        storage=storage,
-        client_id=config.oauth_client_id,
-        client_secret=config.oauth_client_secret,
-        scope=config.oauth_scope or None,
-    )
 
 
 def _errlog() -> TextIO:
@@ -95,7 +58,7 @@ async def upstream_streams(config: UpstreamConfig, *, identity: Mapping[str, str
             yield streams
         return
     headers = upstream_headers(config, identity=identity)
-    auth = _oauth(config) if config.auth == AuthKind.OAUTH else None
+    auth = await upstream_oauth(config) if config.auth == AuthKind.OAUTH else None
     if config.transport == Transport.SSE:
         async with sse_client(
             config.url,
