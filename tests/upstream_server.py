@@ -25,6 +25,12 @@ parser.add_argument("transport", choices=["http", "sse", "stdio"])
 parser.add_argument("port", nargs="?", type=int, default=0)
 parser.add_argument("--record", default="")
 parser.add_argument("--require-header", default="", help="NAME=VALUE every HTTP request must carry")
+parser.add_argument(
+    "--extra-tool",
+    action="append",
+    default=[],
+    help="Also publish a tool of this name (saying its name), e.g. whoami to collide with Gatehouse's own",
+)
 options = parser.parse_args()
 
 server = MCPServer(name="upstream-test", instructions="An upstream for Gatehouse's tests.")
@@ -107,6 +113,17 @@ async def item(item_id: str) -> str:
 @server.prompt(description="A greeting prompt.")
 def greet(name: str) -> str:
     return f"Please greet {name}."
+
+
+def _extra_tool(name: str) -> None:
+    async def extra() -> str:
+        return f"extra tool {name}"
+
+    server.add_tool(extra, name=name, description=f"An extra tool named {name}.")
+
+
+for extra_name in options.extra_tool:
+    _extra_tool(extra_name)
 
 
 def main() -> None:
