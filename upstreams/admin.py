@@ -73,6 +73,14 @@ def _names(value: str) -> list[str]:
     return [name for name in re.split(r"[\s,]+", value) if name]
 
 
+class WriteOnlyTextarea(forms.Textarea):
+    """A text box that never renders a value back, not even what was just posted (like
+    ``PasswordInput(render_value=False)``)."""
+
+    def format_value(self, value: Any) -> str | None:
+        return None
+
+
 class UpstreamForm(forms.ModelForm):
     # Set per request by UpstreamAdmin.get_form.
     allow_stdio = False
@@ -92,7 +100,7 @@ class UpstreamForm(forms.ModelForm):
         label="Environment",
         required=False,
         strip=False,
-        widget=forms.Textarea(attrs={"rows": 3, "autocomplete": "off"}),
+        widget=WriteOnlyTextarea(attrs={"rows": 3, "autocomplete": "off"}),
         help_text=ENV_HELP,
     )
     remove_env = forms.BooleanField(label="Remove the stored environment", required=False)
