@@ -242,3 +242,35 @@ def test_staff_can_configure_an_http_upstream(client, staff, tenant):
     )
     assert response.status_code == 302, _errors(response)
     assert Upstream.objects.get().auth == AuthKind.NONE
+
+
+def test_staff_cannot_delete_a_stdio_upstream_in_bulk(client, staff, tenant):
+    command, args = stdio_command()
+    local = upstream_row(
+        tenant=tenant.slug, name="local", transport=Transport.STDIO, command=command, args=args
+    )
+    response = client.post(
+        admin_url(Upstream, "changelist"),
+        {"action": "delete_selected", "_selected_action": [local.pk], "post": "yes"},
+    )
+    assert response.status_code == 403
+    assert Upstream.objects.filter(pk=local.pk).exists()
+
+
+def test_an_operator_editing_an_upstream_tests_it_again(client, operator, tenant):
+    command, args = stdio_command()
+    upstream = upstream_row(
+        tenant=tenant.slug,
+        name="docs",
+        transport=Transport.STDIO,
+        command=command,
+        args=args,
+        tool_names=["old"],
+    )
+    response = client.post(
+        admin_url(Upstream, "change", upstream.pk), _stdio_form(tenant, include_tools="echo")
+    )
+    assert response.status_code == 302, _errors(response)
+    upstream.refresh_from_db()
+    assert upstream.tool_names == ["echo"]
+    assert upstream.last_tested is not None
