@@ -253,22 +253,24 @@ def test_an_sse_upstream_is_tested_over_sse(tenant, tmp_path):
         process.kill()
 
 
-class _Unauthorized(http.server.BaseHTTPRequestHandler):
-    def _refuse(self) -> None:
-        self.send_response(401)
-        self.send_header("WWW-Authenticate", "Bearer")
+class _Answering(http.server.BaseHTTPRequestHandler):
+    """Answers every request with the status in its path's first segment (/401/mcp: 401)."""
+
+    def _answer(self) -> None:
+        self.send_response(int(self.path.strip("/").split("/")[0]))
+        self.send_header("Content-Type", "text/html")
         self.send_header("Content-Length", "0")
         self.end_headers()
 
-    do_GET = do_POST = _refuse
+    do_GET = do_POST = do_DELETE = _answer
 
     def log_message(self, *args: object) -> None:
         pass
 
 
 @pytest.fixture
-def refusing_server():
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Unauthorized)
+def answering_server():
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Answering)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     yield f"http://127.0.0.1:{server.server_address[1]}"
@@ -277,11 +279,11 @@ def refusing_server():
 
 
 @pytest.mark.parametrize(("transport", "path"), [(Transport.HTTP, "/mcp"), (Transport.SSE, "/sse")])
-def test_a_refused_credential_is_said_as_an_authorization_failure(tenant, refusing_server, transport, path):
+def test_a_refused_credential_is_said_as_an_authorization_failure(tenant, answering_server, transport, path):
     upstream = unsaved(
         tenant,
         transport=transport,
-        url=f"{refusing_server}{path}?key={SECRET}",
+        url=f"{answering_server}/401{path}?key={SECRET}",
         auth=AuthKind.HEADER,
         header_name="X-Key",
     )
@@ -289,6 +291,25 @@ def test_a_refused_credential_is_said_as_an_authorization_failure(tenant, refusi
         upstream_save(upstream=upstream, allow_stdio=False, header_value=SECRET)
     assert refusal.value.message.startswith("Connection test failed: authorization failed (401).")
     assert SECRET not in refusal.value.message
+
+
+@pytest.mark.parametrize(
+    ("status", "says"),
+    [
+        (404, "nothing at {url} (404)"),
+        (500, "{url} answered HTTP 500"),
+        (200, "{url} answered an error: Unexpected content type: text/html"),
+    ],
+)
+def test_an_http_answer_that_is_not_mcp_is_said_concisely(tenant, answering_server, status, says):
+    url = f"{answering_server}/{status}/mcp"
+    result = upstream_test(upstream=unsaved(tenant, url=f"{url}?token=x"))
+    assert result.error == says.format(url=url)
+
+
+def test_a_command_that_exits_at_once_is_said_so(tenant):
+    result = upstream_test(upstream=unsaved(tenant, transport=Transport.STDIO, command="false"))
+    assert result.error == "the command 'false' exited or closed its output before answering"
 
 
 def test_an_undecryptable_secret_is_a_failed_test_not_an_error(tenant):
