@@ -28,6 +28,7 @@ from mcp.client.session import ClientSession
 from mcp.shared.exceptions import MCPError
 from mcp_types import CONNECTION_CLOSED, METHOD_NOT_FOUND, PaginatedRequestParams
 
+from upstreams import transports
 from upstreams.config import UpstreamConfig, config_from_row
 from upstreams.models import AuthKind, Transport, Upstream
 from upstreams.pool import CLIENT_INFO, session_open
@@ -99,8 +100,6 @@ def upstream_test(*, upstream: Upstream) -> UpstreamTestResult:
 
 def _forget_tokens(config: UpstreamConfig) -> None:
     # The transports keep OAuth tokens per configuration key; this key is never used again.
-    from upstreams import transports
-
     transports._token_stores.pop(config.key, None)
 
 
