@@ -57,6 +57,7 @@ from tests.factories import (
     UserFactory,
 )
 from tests.llm_admin_support import LlmBudgetFactory, LlmUsageFactory
+from upstreams.models import Upstream
 from workflows.models import Workflow, WorkflowContext
 
 pytestmark = pytest.mark.django_db
@@ -105,6 +106,9 @@ MAKERS: dict[type[Model], Callable[[], Model]] = {
     SessionBinding: lambda: SessionBindingFactory.create(),
     LlmBudget: lambda: LlmBudgetFactory.create(),
     LlmUsage: lambda: LlmUsageFactory.create(),
+    Upstream: lambda: Upstream.objects.create(
+        tenant=TenantFactory.create(), name="docs", url="http://127.0.0.1:9/mcp", tool_names=["echo"]
+    ),
 }
 REGISTERED = sorted(admin.site._registry, key=lambda model: model._meta.label)
 
@@ -195,7 +199,8 @@ def test_staff_without_permissions_are_refused(client, model):
 
 
 # Actions tested in test_admin_oauth.py, test_admin_audit.py, test_data_sources.py,
-# test_language_models.py and test_llm_gateway_admin.py; delete_selected is tested here.
+# test_language_models.py, test_llm_gateway_admin.py and upstreams/test_admin_upstreams.py;
+# delete_selected is tested here.
 CUSTOM_ACTIONS: dict[type[Model], set[str]] = {
     AccessToken: {"revoke_tokens"},
     RefreshToken: {"revoke_tokens"},
@@ -204,6 +209,7 @@ CUSTOM_ACTIONS: dict[type[Model], set[str]] = {
     DataSource: {"generate_ontology"},
     LanguageModel: {"test_model"},
     LlmUsage: {"export_csv"},
+    Upstream: {"test_connection"},
 }
 
 

@@ -46,6 +46,12 @@ parser.add_argument("--garbage-tokens", action="store_true", help="the token end
 parser.add_argument(
     "--advertise-issuer", default="", help="name another authorization server in the resource metadata"
 )
+parser.add_argument(
+    "--extra-tool",
+    action="append",
+    default=[],
+    help="Also publish a tool of this name (saying its name), e.g. whoami to collide with Gatehouse's own",
+)
 options = parser.parse_args()
 
 
@@ -216,6 +222,17 @@ async def item(item_id: str) -> str:
 @server.prompt(description="A greeting prompt.")
 def greet(name: str) -> str:
     return f"Please greet {name}."
+
+
+def _extra_tool(name: str) -> None:
+    async def extra() -> str:
+        return f"extra tool {name}"
+
+    server.add_tool(extra, name=name, description=f"An extra tool named {name}.")
+
+
+for extra_name in options.extra_tool:
+    _extra_tool(extra_name)
 
 
 def main() -> None:

@@ -171,6 +171,12 @@ async def _issuer_discover(config: UpstreamConfig) -> str:
     return f"{parts.scheme}://{parts.netloc}"
 
 
+def upstream_oauth_forget(*, key: ConfigKey) -> None:
+    """Drop the token and discovery state kept for a configuration no one will use again (a
+    configuration test's one-off key)."""
+    _states.pop(key, None)
+
+
 async def upstream_oauth(config: UpstreamConfig) -> UpstreamOAuth:
     """A provider for a new session of ``config``'s upstream, over the configuration's state."""
     state = _states.get(config.key)

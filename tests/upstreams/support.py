@@ -1,0 +1,20 @@
+"""What the upstream configuration tests share: rows not yet saved, pointing at the test server."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from accounts.models import Tenant
+from tests.upstream_support import stdio_command
+from upstreams.models import Transport, Upstream
+
+
+def stdio_fields(*extra_args: str) -> dict[str, Any]:
+    """The test server over stdio (``extra_args`` such as ``--extra-tool whoami``)."""
+    command, args = stdio_command()
+    return {"transport": Transport.STDIO, "command": command, "args": [*args, *extra_args]}
+
+
+def unsaved(tenant: Tenant, name: str = "docs", **fields: Any) -> Upstream:
+    """A new upstream as a form or the command would build it, before ``upstream_save``."""
+    return Upstream(tenant=tenant, name=name, **{"url": "http://127.0.0.1:9/mcp", **fields})

@@ -1,0 +1,122 @@
+"""Configuring a tenant's upstreams: the one path by which the admin and the command line save or
+remove one.
+
+Saving an enabled upstream connects to it first (``upstreams.check``): a configuration that cannot
+connect is refused when it is entered, with the reason, rather than found at a caller's first call.
+Its tool names, as published, are then checked against every other tool the tenant's clients see
+(Gatehouse's own and its other enabled upstreams'); a collision is refused here, with the prefix
+that would avoid it, and never settled silently at call time.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from accounts.models import Tenant
+from core.crypto import secret_encrypt
+from core.errors import InvalidInput
+from mcp_gateway.registry import default_registry
+from upstreams.check import UpstreamTestResult, upstream_test
+from upstreams.models import Upstream
+from upstreams.selectors import upstream_configs_forget
+from upstreams.validation import NAME_TAKEN, upstream_validate
+
+__all__ = ["UpstreamTestResult", "upstream_remove", "upstream_save", "upstream_test"]
+
+GATEHOUSE = "Gatehouse"
+TEST_FAILED = (
+    "Connection test failed: {error}. Fix it, or save the upstream disabled to keep it without connecting."
+)
+NAMES_TAKEN = "Tool names already taken: {taken}."
+SUGGEST_PREFIX = "Turn on prefix tools to publish them as {prefixed}."
+SUGGEST_EXCLUDE = "Exclude these tools, or rename the upstream."
+
+
+def upstream_save(
+    *,
+    upstream: Upstream,
+    allow_stdio: bool,
+    header_value: str | None = None,
+    oauth_client_secret: str | None = None,
+    env: Mapping[str, str] | None = None,
+) -> UpstreamTestResult | None:
+    """Validate and save ``upstream`` (new or changed). The secrets given replace the stored ones
+    (``None`` keeps them; an empty value clears them) and are stored encrypted only. An enabled
+    upstream is tested and checked for tool name collisions first; the test's result is returned
+    (``None`` for a disabled upstream, which is saved without connecting). Raises
+    ``InvalidInput`` (its data naming the field when there is one) for anything refused."""
+    upstream_validate(
+        upstream=upstream,
+        allow_stdio=allow_stdio,
+        header_value=header_value,
+        oauth_client_secret=oauth_client_secret,
+        env=env,
+    )
+    if header_value is not None:
+        upstream.header_value_encrypted = secret_encrypt(plaintext=header_value) if header_value else ""
+    if oauth_client_secret is not None:
+        upstream.oauth_client_secret_encrypted = (
+            secret_encrypt(plaintext=oauth_client_secret) if oauth_client_secret else ""
+        )
+    if env is not None:
+        upstream.env_encrypted = (
+            secret_encrypt(plaintext=json.dumps(dict(env), sort_keys=True)) if env else ""
+        )
+    result = None
+    if upstream.enabled:
+        result = upstream_test(upstream=upstream)
+        if not result.ok:
+            raise InvalidInput(TEST_FAILED.format(error=result.error))
+        upstream.tool_names = result.tool_names
+        upstream.last_tested = timezone.now()
+    with transaction.atomic():
+        # One save per tenant at a time: two upstreams saved at once cannot both take a name.
+        Tenant.objects.select_for_update().filter(pk=upstream.tenant_id).exists()
+        if upstream.enabled:
+            _refuse_collisions(upstream=upstream)
+        try:
+            with transaction.atomic():
+                upstream.save()
+        except IntegrityError:
+            raise InvalidInput(NAME_TAKEN.format(name=upstream.name), data={"field": "name"}) from None
+    upstream_configs_forget(tenant_id=upstream.tenant_id)
+    return result
+
+
+def upstream_remove(*, upstream: Upstream) -> None:
+    tenant_id = upstream.tenant_id
+    upstream.delete()
+    upstream_configs_forget(tenant_id=tenant_id)
+
+
+def _refuse_collisions(*, upstream: Upstream) -> None:
+    taken = _names_taken(upstream=upstream)
+    colliding = [name for name in upstream.tool_names if name in taken]
+    if not colliding:
+        return
+    message = NAMES_TAKEN.format(taken=", ".join(f"{name} ({taken[name]})" for name in colliding))
+    prefixed = [f"{upstream.name}_{name}" for name in colliding]
+    if not upstream.prefix_tools and not any(name in taken for name in prefixed):
+        message += " " + SUGGEST_PREFIX.format(prefixed=", ".join(prefixed))
+    else:
+        message += " " + SUGGEST_EXCLUDE
+    raise InvalidInput(message, data={"field": "prefix_tools", "colliding": colliding})
+
+
+def _names_taken(*, upstream: Upstream) -> dict[str, str]:
+    """Every tool name the tenant's clients may see besides ``upstream``'s, with whose it is."""
+    taken = {spec.name: GATEHOUSE for spec in default_registry().tools}
+    others = (
+        Upstream.objects.filter(tenant_id=upstream.tenant_id, enabled=True)
+        .exclude(pk=upstream.pk)
+        .order_by("name")
+        .values_list("name", "tool_names")
+    )
+    for other, names in others:
+        for name in names or ():
+            taken.setdefault(str(name), f"upstream {other!r}")
+    return taken
