@@ -50,6 +50,9 @@ logger = logging.getLogger(__name__)
 CLIENT_INFO = Implementation(name="gatehouse", version="0.1.0")
 NO_CALLER = "No caller is waiting on this upstream session."
 SESSION_TERMINATED = "Session terminated"
+# What an upstream answers (HTTP 404) for a session it no longer knows: the SDK client's own words
+# when the body is not JSON-RPC, the SDK server's JSON-RPC error (passed on as is) when it is.
+SESSION_GONE = frozenset({SESSION_TERMINATED, "Session not found"})
 
 
 class Downstream(Protocol):
@@ -66,9 +69,7 @@ def transport_failed(error: BaseException) -> bool:
     """Whether ``error`` says the connection itself failed (rather than the upstream answering an
     error): the session is then of no further use."""
     if isinstance(error, MCPError):
-        return error.error.code == CONNECTION_CLOSED or (
-            error.error.code == INVALID_REQUEST and error.error.message == SESSION_TERMINATED
-        )
+        return error.error.code == CONNECTION_CLOSED or session_was_gone(error)
     # A result that fails its own schema (RuntimeError, ValidationError) is a bad answer on a good
     # session; a cancelled or timed-out call leaves the session usable too.
     return not isinstance(error, asyncio.CancelledError | TimeoutError | RuntimeError | ValidationError)
@@ -80,7 +81,7 @@ def session_was_gone(error: BaseException) -> bool:
     return (
         isinstance(error, MCPError)
         and error.error.code == INVALID_REQUEST
-        and error.error.message == SESSION_TERMINATED
+        and error.error.message in SESSION_GONE
     )
 
 
@@ -97,7 +98,12 @@ class PooledSession:
 
     @property
     def alive(self) -> bool:
-        return self.session is not None and self.task is not None and not self.task.done()
+        return (
+            self.session is not None
+            and self.task is not None
+            and not self.task.done()
+            and not _connection_closed(self.session)
+        )
 
     async def _on_log(self, params: LoggingMessageNotificationParams) -> None:
         if self.holder is not None:
@@ -260,6 +266,14 @@ class UpstreamPool:
     async def close_all(self) -> None:
         for key in list(self._idle):
             self._close_idle(key)
+
+
+def _connection_closed(session: ClientSession) -> bool:
+    """Whether the session's connection ended while it sat idle (an SSE stream cut, a stdio child
+    that died): its task lives on until closed, but a request on it would fail at once with
+    "Connection closed". The SDK's dispatcher knows; it offers no public word for it, so an SDK
+    without the attribute is taken as open (the call then fails, and the session is dropped)."""
+    return bool(getattr(getattr(session, "_dispatcher", None), "_closed", False))
 
 
 def _describe(error: BaseException) -> str:
