@@ -89,3 +89,61 @@ async def test_another_tenant_s_upstream_is_neither_listed_nor_callable(server, 
         assert refused.value.code == INVALID_PARAMS, refused.value
     assert "Unknown tool" in refused_call.value.message
     assert {f"globex-only_{name}" for name in UPSTREAM_TOOLS} <= carol_tools
+
+
+async def test_a_disabled_upstream_is_neither_listed_nor_callable(server, committed, http_upstream):
+    committed(
+        upstream_row,
+        tenant="acme",
+        name="off",
+        enabled=False,
+        tool_names=["echo"],
+        **remote_fields(http_upstream),
+    )
+    records_before = len(http_upstream.records())
+
+    async with sdk_client(server, Person("alice")) as (client, _):
+        tools = {tool.name for tool in (await client.list_tools()).tools}
+        with pytest.raises(MCPError) as refused:
+            await client.call_tool("echo", {"text": "hi"})
+
+    assert tools == ACME_ADMIN_TOOLS
+    assert refused.value.code == INVALID_PARAMS
+    assert "Unknown tool" in refused.value.message
+    assert len(http_upstream.records()) == records_before
+
+
+async def test_the_upstreams_toolset_turned_off_for_a_tenant_hides_all_its_upstreams(
+    server, committed, tenant_toolset, http_upstream
+):
+    committed(upstream_row, tenant="acme", name="all-off", prefix_tools=True, **remote_fields(http_upstream))
+    tenant_toolset("acme", "upstreams", enabled=False)
+
+    async with sdk_client(server, Person("alice")) as (client, _):
+        tools = {tool.name for tool in (await client.list_tools()).tools}
+        with pytest.raises(MCPError) as refused:
+            await client.call_tool("all-off_echo", {"text": "hi"})
+
+    assert tools == ACME_ADMIN_TOOLS
+    assert refused.value.code == INVALID_PARAMS
+
+
+async def test_hostile_names_are_unknown_tools_prompts_and_resources(server, committed, http_upstream):
+    committed(upstream_row, tenant="acme", name="ext", prefix_tools=True, **remote_fields(http_upstream))
+    names = ["ext_echo\x00", "ext_" + "e" * 100_000, "ext_ech\u00f6", "../ext_echo", "EXT_ECHO"]
+
+    async with sdk_client(server, Person("alice")) as (client, _):
+        refusals = []
+        for name in names:
+            with pytest.raises(MCPError) as refused:
+                await client.call_tool(name, {"text": "hi"})
+            refusals.append(refused.value)
+            with pytest.raises(MCPError) as refused:
+                await client.get_prompt(name.replace("echo", "greet"), {"name": "x"})
+            refusals.append(refused.value)
+        with pytest.raises(MCPError) as unknown_uri:
+            await client.read_resource("upstream://elsewhere/\x00")
+
+    for error in refusals:
+        assert error.code == INVALID_PARAMS, error
+    assert unknown_uri.value.code == INVALID_PARAMS, unknown_uri.value

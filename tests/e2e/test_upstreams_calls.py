@@ -92,6 +92,26 @@ async def test_progress_and_log_messages_of_a_forwarded_call_reach_the_caller(
     assert [(log.level, log.data) for log in logs] == [("info", f"counted {i}") for i in (1, 2, 3)]
 
 
+# The SDK warns that logging/setLevel is deprecated from protocol 2026-07-28; Gatehouse still honours it.
+@pytest.mark.filterwarnings("ignore:The logging capability is deprecated")
+async def test_the_upstream_s_log_messages_honour_the_caller_s_log_level(server, committed, http_upstream):
+    committed(upstream_row, tenant="acme", name="ext", url=http_upstream.url)
+    logs: list[LoggingMessageNotificationParams] = []
+
+    async def on_log(params: LoggingMessageNotificationParams) -> None:
+        logs.append(params)
+
+    async with sdk_client(server, Person("alice"), logging_callback=on_log) as (client, _):
+        await client.set_logging_level("warning")
+        quiet = await client.call_tool("count_to", {"n": 2})
+        await client.set_logging_level("debug")
+        told = await client.call_tool("count_to", {"n": 2})
+
+    assert not quiet.is_error
+    assert not told.is_error
+    assert [log.data for log in logs] == ["counted 1", "counted 2"]
+
+
 async def test_a_call_the_caller_cancels_is_cancelled_at_the_upstream(
     server, committed, upstream: UpstreamUnderTest
 ):

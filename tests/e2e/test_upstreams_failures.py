@@ -181,3 +181,45 @@ def _running(pid: int) -> bool:
     except (FileNotFoundError, IndexError):
         return False
     return state not in {"Z", "X"}
+
+
+async def test_an_upstream_slower_than_its_call_timeout_gives_32005_and_is_told_to_stop(
+    server, committed, tmp_path: Path
+):
+    record = tmp_path / "slow.jsonl"
+    upstream = UpstreamUnderTest(stdio_fields(record=record), record)
+    committed(upstream_row, tenant="acme", name="slow", call_timeout_seconds=1, **upstream.fields)
+
+    async with sdk_client(server, Person("alice")) as (client, _):
+        with pytest.raises(MCPError) as timed_out:
+            await client.call_tool("sleep", {"seconds": 600})
+        own = await client.call_tool("whoami", {})
+        await _until(lambda: any(r.get("cancelled") for r in upstream.records()))
+        quick = await client.call_tool("echo", {"text": "quick"})
+
+    _assert_unavailable(timed_out.value, "slow")
+    assert "no answer within 1 s" in timed_out.value.message
+    assert not own.is_error
+    assert quick.structured_content is not None
+    assert quick.structured_content["text"] == "quick"
+
+
+async def test_a_url_that_answers_something_other_than_mcp_gives_32005(server, committed):
+    committed(
+        upstream_row,
+        tenant="acme",
+        name="garbage",
+        url=f"{server.base_url}/.well-known/oauth-authorization-server",
+        tool_names=["echo"],
+        connect_timeout_seconds=5,
+        call_timeout_seconds=10,
+    )
+    async with sdk_client(server, Person("alice")) as (client, _):
+        tools = {tool.name for tool in (await client.list_tools()).tools}
+        with pytest.raises(MCPError) as refused:
+            await client.call_tool("echo", {"text": "hello?"})
+
+    assert tools == ACME_ADMIN_TOOLS
+    _assert_unavailable(refused.value, "garbage")
+    # The upstream's URL may carry a key: the caller hears the kind of failure, not where.
+    assert "oauth-authorization-server" not in refused.value.message
