@@ -2,9 +2,9 @@
 ``python tests/upstream_server.py http|sse|stdio [PORT] [--record FILE]``.
 
 Its tools report what Gatehouse sent it (the headers of the HTTP request, for the credential tests),
-send progress and log messages, wait to be cancelled, and ask the client through elicitation. With
-``--record``, every request's headers and every cancellation are appended to FILE as JSON lines, so
-a test can assert what reached the upstream.
+send progress and log messages, wait to be cancelled, and ask the client through elicitation and
+sampling. With ``--record``, every request's headers and every cancellation are appended to FILE as
+JSON lines, so a test can assert what reached the upstream.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from typing import Any
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.transport_security import TransportSecuritySettings
+from mcp_types import SamplingMessage, TextContent
 from pydantic import BaseModel, Field
 
 parser = argparse.ArgumentParser()
@@ -87,6 +88,17 @@ async def ask_name(ctx: Context) -> str:
     if answer.action == "accept":
         return f"hello {answer.data.name}"
     return f"no name ({answer.action})"
+
+
+@server.tool(description="Ask the client's model (sampling) and return its answer.")
+async def ask_model(prompt: str, ctx: Context) -> str:
+    message = SamplingMessage(role="user", content=TextContent(type="text", text=prompt))
+    result = await ctx.request_context.session.create_message(
+        [message], max_tokens=50, related_request_id=ctx.request_context.request_id
+    )
+    content = result.content
+    blocks = content if isinstance(content, list) else [content]
+    return "model says: " + "".join(b.text for b in blocks if isinstance(b, TextContent))
 
 
 @server.tool(description="A tool that fails with a message.")

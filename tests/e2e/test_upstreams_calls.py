@@ -11,7 +11,14 @@ from typing import Any
 
 import pytest
 from mcp.shared.exceptions import MCPError
-from mcp_types import ElicitRequestParams, ElicitResult, LoggingMessageNotificationParams, TextContent
+from mcp_types import (
+    CreateMessageRequestParams,
+    CreateMessageResult,
+    ElicitRequestParams,
+    ElicitResult,
+    LoggingMessageNotificationParams,
+    TextContent,
+)
 
 from tests.e2e.harness import Person, sdk_client
 from tests.e2e.oauth_driver import access_token
@@ -169,6 +176,46 @@ async def test_the_upstream_s_elicitation_reaches_the_caller_and_its_answer_the_
     assert asked == ["What is your name?"]
     assert not result.is_error, result
     assert _text(result.content) == "hello Ann"
+
+
+async def test_the_upstream_s_sampling_request_reaches_the_caller_s_model_and_its_answer_the_upstream(
+    server, committed, upstream: UpstreamUnderTest
+):
+    committed(upstream_row, tenant="acme", name="ext", **upstream.fields)
+    asked: list[str] = []
+
+    async def answer(context, params: CreateMessageRequestParams) -> CreateMessageResult:
+        (message,) = params.messages
+        assert isinstance(message.content, TextContent)
+        asked.append(message.content.text)
+        return CreateMessageResult(
+            role="assistant", content=TextContent(type="text", text="forty-two"), model="test-model"
+        )
+
+    async with sdk_client(server, Person("alice"), sampling_callback=answer) as (client, _):
+        result = await client.call_tool("ask_model", {"prompt": "The answer?"})
+
+    assert asked == ["The answer?"]
+    assert not result.is_error, result
+    assert _text(result.content) == "model says: forty-two"
+
+
+async def test_two_callers_at_once_each_get_only_their_own_progress(server, committed, http_upstream):
+    committed(upstream_row, tenant="acme", name="ext", url=http_upstream.url)
+    reported: dict[str, list[float]] = {"alice": [], "bob": []}
+
+    async def count(person: str, n: int) -> str:
+        async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+            reported[person].append(progress)
+
+        async with sdk_client(server, Person(person)) as (client, _):
+            result = await client.call_tool("count_to", {"n": n}, progress_callback=on_progress)
+        return _text(result.content)
+
+    results = await asyncio.gather(count("alice", 3), count("bob", 5))
+
+    assert results == ["counted to 3", "counted to 5"]
+    assert reported == {"alice": [1, 2, 3], "bob": [1, 2, 3, 4, 5]}
 
 
 async def test_a_caller_without_elicitation_gets_an_error_naming_the_upstream_and_why(
