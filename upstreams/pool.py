@@ -162,6 +162,7 @@ class UpstreamPool:
         self, config: UpstreamConfig, pool_key: tuple[Any, ...], identity: Mapping[str, str]
     ) -> PooledSession:
         idle_limit = gatehouse_settings.UPSTREAM_IDLE_SECONDS
+        self._sweep_idle(idle_limit)
         condition = self._freed.setdefault(pool_key, asyncio.Condition())
         while True:
             idle = self._idle.get(pool_key, [])
@@ -247,6 +248,23 @@ class UpstreamPool:
             return
         pooled.stop.set()
         self._open[pooled.pool_key] = max(0, self._open.get(pooled.pool_key, 0) - 1)
+
+    def _sweep_idle(self, idle_limit: float) -> None:
+        """Close every upstream's sessions idle too long or no longer connected, not only this
+        lease's: an edited upstream (a new configuration key), a removed one, or a caller who does
+        not come back would otherwise keep theirs (and a stdio child) for the life of the process."""
+        now = time.monotonic()
+        for pool_key in list(self._idle):
+            kept = []
+            for pooled in self._idle[pool_key]:
+                if pooled.alive and now - pooled.idle_since < idle_limit:
+                    kept.append(pooled)
+                else:
+                    self._close(pooled)
+            if kept:
+                self._idle[pool_key] = kept
+            else:
+                del self._idle[pool_key]
 
     def _close_idle(self, pool_key: tuple[Any, ...]) -> None:
         for pooled in self._idle.pop(pool_key, []):
