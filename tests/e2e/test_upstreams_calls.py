@@ -6,6 +6,7 @@ its answer the upstream; arguments the published schema refuses never leave Gate
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from typing import Any
 
@@ -97,6 +98,32 @@ async def test_progress_and_log_messages_of_a_forwarded_call_reach_the_caller(
     assert _text(result.content) == "counted to 3"
     assert reported == [(1, 3, "step 1"), (2, 3, "step 2"), (3, 3, "step 3")]
     assert [(log.level, log.data) for log in logs] == [("info", f"counted {i}") for i in (1, 2, 3)]
+
+
+async def test_a_lone_surrogate_in_the_arguments_is_refused_before_the_upstream(
+    server, committed, http_upstream
+):
+    committed(upstream_row, tenant="acme", name="ext", url=http_upstream.url)
+    before = sum(record.get("tool") == "echo" for record in http_upstream.records())
+    raw = RawMcp(await access_token(server, Person("alice")))
+    try:
+        session_id = await raw.initialize(server.mcp_url)
+        body = {
+            "jsonrpc": "2.0",
+            "id": 7,
+            "method": "tools/call",
+            "params": {"name": "echo", "arguments": {"text": "\ud800"}},
+        }
+        # json.dumps escapes it as \ud800: valid JSON, but no valid Unicode.
+        response = await raw.http.post(
+            server.mcp_url, content=json.dumps(body).encode(), headers=raw.headers(session_id)
+        )
+    finally:
+        await raw.aclose()
+
+    (error,) = [m["error"] for m in sse_messages(response) if "error" in m]
+    assert error["code"] == INVALID_PARAMS
+    assert sum(record.get("tool") == "echo" for record in http_upstream.records()) == before
 
 
 # The SDK warns that logging/setLevel is deprecated from protocol 2026-07-28; Gatehouse still honours it.
