@@ -101,6 +101,16 @@ async def ask_model(prompt: str, ctx: Context) -> str:
     return "model says: " + "".join(b.text for b in blocks if isinstance(b, TextContent))
 
 
+@server.tool(description="Publish one more tool, named as asked, and say that the tool list changed.")
+async def add_tool(name: str, ctx: Context) -> str:
+    async def added() -> str:
+        return f"I am {name}"
+
+    server.add_tool(added, name=name, description="A tool added at run time.")
+    await ctx.request_context.session.send_tool_list_changed()
+    return f"added {name}"
+
+
 @server.tool(description="A tool that fails with a message.")
 async def fail() -> str:
     raise ValueError("this tool always fails")

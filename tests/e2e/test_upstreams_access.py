@@ -15,7 +15,16 @@ pytestmark = pytest.mark.django_db
 
 INVALID_PARAMS = -32602
 PERMISSION_DENIED = -32001
-UPSTREAM_TOOLS = {"echo", "received_headers", "count_to", "sleep", "ask_name", "ask_model", "fail"}
+UPSTREAM_TOOLS = {
+    "echo",
+    "received_headers",
+    "count_to",
+    "sleep",
+    "ask_name",
+    "ask_model",
+    "add_tool",
+    "fail",
+}
 
 
 async def test_an_upstream_for_writers_is_hidden_from_a_viewer_and_refused_by_scope(

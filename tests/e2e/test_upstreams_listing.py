@@ -12,6 +12,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import TextContent, TextResourceContents, Tool
 
 from tests.e2e.harness import ACME_ADMIN_TOOLS, Person, sdk_client
+from tests.e2e.upstream_fixtures import stdio_fields
 from tests.upstream_support import UpstreamProcess, upstream_row
 
 pytestmark = pytest.mark.django_db
@@ -111,3 +112,20 @@ async def test_the_upstream_s_resources_templates_and_prompts_are_listed_read_an
 def _text(contents: Any) -> str:
     assert isinstance(contents, TextResourceContents), contents
     return contents.text
+
+
+async def test_the_upstream_s_list_changed_drops_gatehouse_s_copy_of_its_list(server, committed):
+    # stdio: the tool is added in this row's own child, which no other test shares.
+    committed(upstream_row, tenant="acme", name="growing", prefix_tools=True, **stdio_fields())
+
+    async with sdk_client(server, Person("alice")) as (client, _):
+        before = {tool.name for tool in (await client.list_tools()).tools}
+        added = await client.call_tool("growing_add_tool", {"name": "newcomer"})
+        after = {tool.name for tool in (await client.list_tools(cache_mode="refresh")).tools}
+        called = await client.call_tool("growing_newcomer", {})
+
+    assert "growing_newcomer" not in before
+    assert not added.is_error, added
+    # Well within the list cache's 30 s: the upstream's notification, not the time, refreshed it.
+    assert after == before | {"growing_newcomer"}
+    assert not called.is_error, called
