@@ -5,12 +5,16 @@ upstream asks for it; the credential's value appears in no log line."""
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import quote, unquote
 
 import pytest
 
+from accounts.models import Role
 from core.crypto import secret_encrypt
+from tests.e2e.conftest import person_of
 from tests.e2e.harness import Person, sdk_client
 from tests.e2e.upstream_fixtures import remote_fields
+from tests.factories import MembershipFactory
 from tests.upstream_support import UpstreamProcess, upstream_row
 
 pytestmark = pytest.mark.django_db
@@ -89,3 +93,21 @@ async def test_the_caller_s_identity_is_passed_as_plain_headers_only_when_the_up
     for headers in (told, untold):
         assert "authorization" not in headers
         assert not any(caller_token in value for value in headers.values()), headers
+
+
+async def test_a_username_beyond_ascii_reaches_the_upstream_percent_encoded(server, committed, http_upstream):
+    membership = committed(MembershipFactory, role=Role.ADMIN, user__username="zoë+ünï@example.test")
+    committed(
+        upstream_row,
+        tenant=membership.tenant.slug,
+        name="told",
+        pass_identity=True,
+        **remote_fields(http_upstream),
+    )
+
+    async with sdk_client(server, person_of(membership)) as (client, _):
+        told = _headers_of(await client.call_tool("received_headers", {}))
+
+    assert told["x-gatehouse-user"] == quote("zoë+ünï@example.test", safe="@.+-_")
+    assert unquote(told["x-gatehouse-user"]) == "zoë+ünï@example.test"
+    assert told["x-gatehouse-tenant"] == membership.tenant.slug
