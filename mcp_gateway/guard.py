@@ -89,6 +89,7 @@ class RequestGuard:
         self.registry = registry
         self.server = server
         self._validators: dict[str, Draft202012Validator] | None = None
+        self._prompts: frozenset[str] | None = None
         self._finds_resource: Callable[[str], bool] | None = None
         self._shadow_logged: set[tuple[str, str]] = set()
         self._federated_validators: dict[
@@ -126,6 +127,9 @@ class RequestGuard:
                     federated = await self._federated(identity, enabled, "prompt", name)
                     if federated is not None:
                         _check_scopes(federated.scopes, identity)
+                    elif name not in await self._prompt_names():
+                        # The SDK's own refusal of an unknown prompt is a bare ValueError (-32603).
+                        raise InvalidInput(f"{UNKNOWN_PROMPT}: {name}", data={"prompt": name})
             if federated is not None:
                 return await federated.federation.forward(
                     item=federated, identity=identity, params=params, ctx=ctx
@@ -302,6 +306,11 @@ class RequestGuard:
             self._federated_validators.clear()
         self._federated_validators[key] = (item.payload, validator)
         return validator
+
+    async def _prompt_names(self) -> frozenset[str]:
+        if self._prompts is None:
+            self._prompts = frozenset(prompt.name for prompt in await self.server.list_prompts())
+        return self._prompts
 
     async def _tool_validators(self) -> dict[str, Draft202012Validator]:
         if self._validators is None:

@@ -2,9 +2,9 @@
 ``python tests/upstream_server.py http|sse|stdio [PORT] [--record FILE] [--oauth CLIENT_ID:SECRET]``.
 
 Its tools report what Gatehouse sent it (the headers of the HTTP request, for the credential tests),
-send progress and log messages, wait to be cancelled, and ask the client through elicitation. With
-``--record``, every request's headers and every cancellation are appended to FILE as JSON lines, so
-a test can assert what reached the upstream.
+send progress and log messages, wait to be cancelled, and ask the client through elicitation and
+sampling. With ``--record``, every request's headers and every cancellation are appended to FILE as
+JSON lines, so a test can assert what reached the upstream.
 
 With ``--oauth`` (http and sse, PORT required) the server is also its own OAuth authorization
 server, as a vendor's MCP server behind its identity provider would be: the SDK's resource-server
@@ -31,6 +31,7 @@ from mcp.server.auth.provider import AccessToken
 from mcp.server.auth.settings import AuthSettings
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.transport_security import TransportSecuritySettings
+from mcp_types import SamplingMessage, TextContent
 from pydantic import AnyHttpUrl, BaseModel, Field
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -202,6 +203,27 @@ async def ask_name(ctx: Context) -> str:
     if answer.action == "accept":
         return f"hello {answer.data.name}"
     return f"no name ({answer.action})"
+
+
+@server.tool(description="Ask the client's model (sampling) and return its answer.")
+async def ask_model(prompt: str, ctx: Context) -> str:
+    message = SamplingMessage(role="user", content=TextContent(type="text", text=prompt))
+    result = await ctx.request_context.session.create_message(
+        [message], max_tokens=50, related_request_id=ctx.request_context.request_id
+    )
+    content = result.content
+    blocks = content if isinstance(content, list) else [content]
+    return "model says: " + "".join(b.text for b in blocks if isinstance(b, TextContent))
+
+
+@server.tool(description="Publish one more tool, named as asked, and say that the tool list changed.")
+async def add_tool(name: str, ctx: Context) -> str:
+    async def added() -> str:
+        return f"I am {name}"
+
+    server.add_tool(added, name=name, description="A tool added at run time.")
+    await ctx.request_context.session.send_tool_list_changed()
+    return f"added {name}"
 
 
 @server.tool(description="A tool that fails with a message.")

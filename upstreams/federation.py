@@ -230,6 +230,9 @@ def _reason(error: BaseException) -> str:
     carry a key)."""
     while isinstance(error, BaseExceptionGroup) and error.exceptions:
         error = error.exceptions[0]
+    if isinstance(error, MCPError):
+        # Raised while connecting (in the session's own task, hence wrapped): its initialize failed.
+        return f"it answered error {error.error.code}: {error.error.message[:MAX_MESSAGE]}"
     if isinstance(error, OSError | ConnectionError) or "Connect" in type(error).__name__:
         return "it could not be reached"
     if isinstance(error, RuntimeError | ValueError):

@@ -50,10 +50,9 @@ logger = logging.getLogger(__name__)
 CLIENT_INFO = Implementation(name="gatehouse", version="0.1.0")
 NO_CALLER = "No caller is waiting on this upstream session."
 SESSION_TERMINATED = "Session terminated"
-# What the SDK's server answers (a JSON-RPC error in its 404's body, which the SDK's client passes on
-# as it is) to a session it does not know, after a restart: the request was not run either.
-SESSION_NOT_FOUND = "Session not found"
-_SESSION_GONE = (SESSION_TERMINATED, SESSION_NOT_FOUND)
+# What an upstream answers (HTTP 404) for a session it no longer knows: the SDK client's own words
+# when the body is not JSON-RPC, the SDK server's JSON-RPC error (passed on as is) when it is.
+SESSION_GONE = frozenset({SESSION_TERMINATED, "Session not found"})
 
 
 class Downstream(Protocol):
@@ -70,9 +69,7 @@ def transport_failed(error: BaseException) -> bool:
     """Whether ``error`` says the connection itself failed (rather than the upstream answering an
     error): the session is then of no further use."""
     if isinstance(error, MCPError):
-        return error.error.code == CONNECTION_CLOSED or (
-            error.error.code == INVALID_REQUEST and error.error.message in _SESSION_GONE
-        )
+        return error.error.code == CONNECTION_CLOSED or session_was_gone(error)
     # A result that fails its own schema (RuntimeError, ValidationError) is a bad answer on a good
     # session; a cancelled or timed-out call leaves the session usable too.
     return not isinstance(error, asyncio.CancelledError | TimeoutError | RuntimeError | ValidationError)
@@ -84,7 +81,7 @@ def session_was_gone(error: BaseException) -> bool:
     return (
         isinstance(error, MCPError)
         and error.error.code == INVALID_REQUEST
-        and error.error.message in _SESSION_GONE
+        and error.error.message in SESSION_GONE
     )
 
 
@@ -101,7 +98,12 @@ class PooledSession:
 
     @property
     def alive(self) -> bool:
-        return self.session is not None and self.task is not None and not self.task.done()
+        return (
+            self.session is not None
+            and self.task is not None
+            and not self.task.done()
+            and not _connection_closed(self.session)
+        )
 
     async def _on_log(self, params: LoggingMessageNotificationParams) -> None:
         if self.holder is not None:
@@ -162,7 +164,7 @@ class UpstreamPool:
         self, config: UpstreamConfig, pool_key: tuple[Any, ...], identity: Mapping[str, str]
     ) -> PooledSession:
         idle_limit = gatehouse_settings.UPSTREAM_IDLE_SECONDS
-        self._sweep(idle_limit)
+        self._sweep_idle(idle_limit)
         condition = self._freed.setdefault(pool_key, asyncio.Condition())
         while True:
             idle = self._idle.get(pool_key, [])
@@ -253,21 +255,17 @@ class UpstreamPool:
         pooled.stop.set()
         self._open[pooled.pool_key] = max(0, self._open.get(pooled.pool_key, 0) - 1)
 
-    def _close_idle(self, pool_key: tuple[Any, ...]) -> None:
-        for pooled in self._idle.pop(pool_key, []):
-            self._close(pooled)
-
-    def _sweep(self, idle_limit: float) -> None:
-        """Close idle sessions past their time, of every upstream: an upstream edited or removed
-        is never asked for again under its old key."""
+    def _sweep_idle(self, idle_limit: float) -> None:
+        """Close every upstream's sessions idle too long or no longer connected, not only this
+        lease's: an edited upstream (a new configuration key), a removed one, or a caller who does
+        not come back would otherwise keep theirs (and a stdio child) for the life of the process."""
         now = time.monotonic()
-        if now - self._swept < min(idle_limit, 60):
-            return
-        self._swept = now
-        for pool_key, idle in list(self._idle.items()):
-            kept = [p for p in idle if p.alive and now - p.idle_since < idle_limit]
-            for pooled in idle:
-                if pooled not in kept:
+        for pool_key in list(self._idle):
+            kept = []
+            for pooled in self._idle[pool_key]:
+                if pooled.alive and now - pooled.idle_since < idle_limit:
+                    kept.append(pooled)
+                else:
                     self._close(pooled)
             if kept:
                 self._idle[pool_key] = kept
@@ -276,6 +274,10 @@ class UpstreamPool:
                 if not self._open.get(pool_key) and not self._waiting.get(pool_key):
                     self._open.pop(pool_key, None)
                     self._freed.pop(pool_key, None)
+
+    def _close_idle(self, pool_key: tuple[Any, ...]) -> None:
+        for pooled in self._idle.pop(pool_key, []):
+            self._close(pooled)
 
     def _notify_freed(self, pool_key: tuple[Any, ...]) -> None:
         condition = self._freed.get(pool_key)
@@ -291,6 +293,14 @@ class UpstreamPool:
     async def close_all(self) -> None:
         for key in list(self._idle):
             self._close_idle(key)
+
+
+def _connection_closed(session: ClientSession) -> bool:
+    """Whether the session's connection ended while it sat idle (an SSE stream cut, a stdio child
+    that died): its task lives on until closed, but a request on it would fail at once with
+    "Connection closed". The SDK's dispatcher knows; it offers no public word for it, so an SDK
+    without the attribute is taken as open (the call then fails, and the session is dropped)."""
+    return bool(getattr(getattr(session, "_dispatcher", None), "_closed", False))
 
 
 def _describe(error: BaseException) -> str:

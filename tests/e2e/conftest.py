@@ -23,6 +23,13 @@ from oauth.models import AccessToken
 from tests.e2e.harness import DEMO_PASSWORD, Browser, DaphneServer, Person, QuickPbkdf2Hasher
 from tests.e2e.llm_gateway_support import ACME_OPENAI_KEY
 from tests.e2e.oauth_driver import OAuthDriver
+from tests.e2e.upstream_fixtures import (  # noqa: F401 (fixtures of the upstream tests)
+    http_upstream,
+    sse_upstream,
+    upstream,
+    upstream_dir,
+    upstream_fields,
+)
 from tests.factories import DEFAULT_PASSWORD, LanguageModelFactory, MembershipFactory
 from upstreams.models import Upstream
 
