@@ -478,6 +478,9 @@ LOGGING = {
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", default="INFO")},
     "loggers": {
         "httpx": {"level": "WARNING"},
+        # The SDK's HTTP client (upstream MCP servers) logs each request's URL at INFO, query
+        # string included, where an upstream's URL may carry its key.
+        "httpx2": {"level": "WARNING"},
         "LiteLLM": {"level": "WARNING"},
         # The SDK logs every stateless transport's start and end at INFO.
         "mcp.server.streamable_http": {"level": "WARNING"},

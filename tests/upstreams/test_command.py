@@ -37,7 +37,7 @@ def _stdio(*extra: str) -> list[str]:
 def test_add_connects_and_prints_the_tools(tenant, capfd):
     _add(tenant.slug, "docs", *_stdio(), "--exclude", "fail", "--prefix", "--scope", "mcp:write")
     out = capfd.readouterr().out
-    assert out.startswith(f"Added upstream 'docs' to {tenant.slug}. Connected: 5 tools: docs_ask_name, ")
+    assert out.startswith(f"Added upstream 'docs' to {tenant.slug}. Connected: 7 tools: docs_add_tool, ")
     assert out.rstrip().endswith("(and 1 resource, 1 resource template, 1 prompt)")
     upstream = Upstream.objects.get()
     assert (upstream.transport, upstream.prefix_tools, upstream.scopes) == (

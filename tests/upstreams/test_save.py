@@ -26,7 +26,7 @@ from upstreams.services import upstream_remove, upstream_save, upstream_test
 
 pytestmark = pytest.mark.django_db
 
-SERVER_TOOLS = ["ask_name", "count_to", "echo", "fail", "received_headers", "sleep"]
+SERVER_TOOLS = ["add_tool", "ask_model", "ask_name", "count_to", "echo", "fail", "received_headers", "sleep"]
 SECRET = "hdr-s3cr3t-value-91f2"
 
 
@@ -42,13 +42,8 @@ def test_an_enabled_upstream_is_tested_and_its_published_tool_names_stored(tenan
         result.resource_count,
         result.resource_template_count,
         result.prompt_count,
-    ) == (
-        5,
-        1,
-        1,
-        1,
-    )
-    assert result.summary == "5 tools, 1 resource, 1 resource template, 1 prompt"
+    ) == (len(expected), 1, 1, 1)
+    assert result.summary == f"{len(expected)} tools, 1 resource, 1 resource template, 1 prompt"
     stored = Upstream.objects.get(pk=upstream.pk)
     assert stored.tool_names == expected
     assert stored.last_tested is not None
