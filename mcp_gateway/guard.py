@@ -166,7 +166,10 @@ class RequestGuard:
         taken: set[str] = set()
         for federation in self.registry.federations(enabled=enabled):
             for item in await federation.items(identity=identity, kind=kind):
-                if self._shadowed(item) or item.name in taken:
+                if self._shadowed(item):
+                    continue
+                if item.name in taken:
+                    self._log_once(item, "another upstream listed before it has the same name")
                     continue
                 taken.add(item.name)
                 if not missing_scopes(required=item.scopes, granted=identity.scopes):
@@ -182,12 +185,14 @@ class RequestGuard:
             local = self.registry.toolset_of_prompt(item.name) is not None
         else:
             local = self.registry.toolset_of_resource(item.name) is not None
-        if local and (item.source, item.name) not in self._shadow_logged:
-            self._shadow_logged.add((item.source, item.name))
-            logger.warning(
-                "%s %r of upstream %r is left out: Gatehouse has its own", item.kind, item.name, item.source
-            )
+        if local:
+            self._log_once(item, "Gatehouse has its own of that name")
         return local
+
+    def _log_once(self, item: FederatedItem, why: str) -> None:
+        if (item.source, item.name) not in self._shadow_logged:
+            self._shadow_logged.add((item.source, item.name))
+            logger.warning("%s %r of upstream %r is left out: %s", item.kind, item.name, item.source, why)
 
     async def _enabled(self, identity: Identity) -> frozenset[str]:
         return await toolsets_enabled_async(tenant_id=identity.tenant_id, registry=self.registry)

@@ -233,6 +233,8 @@ def _reason(error: BaseException) -> str:
     if isinstance(error, MCPError):
         # Raised while connecting (in the session's own task, hence wrapped): its initialize failed.
         return f"it answered error {error.error.code}: {error.error.message[:MAX_MESSAGE]}"
+    if "OAuth" in type(error).__name__:
+        return "Gatehouse could not get a token for it from its authorization server"
     if isinstance(error, OSError | ConnectionError) or "Connect" in type(error).__name__:
         return "it could not be reached"
     if isinstance(error, RuntimeError | ValueError):

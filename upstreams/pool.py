@@ -23,6 +23,7 @@ from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+import anyio
 from mcp.client.session import ClientRequestContext, ClientSession, IncomingMessage, MessageHandlerFnT
 from mcp.shared.exceptions import MCPError
 from mcp_types import (
@@ -50,6 +51,7 @@ logger = logging.getLogger(__name__)
 CLIENT_INFO = Implementation(name="gatehouse", version="0.1.0")
 NO_CALLER = "No caller is waiting on this upstream session."
 SESSION_TERMINATED = "Session terminated"
+CONNECT_GRACE_SECONDS = 1.0
 # What an upstream answers (HTTP 404) for a session it no longer knows: the SDK client's own words
 # when the body is not JSON-RPC, the SDK server's JSON-RPC error (passed on as is) when it is.
 SESSION_GONE = frozenset({SESSION_TERMINATED, "Session not found"})
@@ -200,12 +202,16 @@ class UpstreamPool:
         pooled.task = asyncio.get_running_loop().create_task(
             self._run(pooled, identity, ready), context=contextvars.Context()
         )
+        # Nobody may be waiting for the outcome any more (the caller gave up): it is read anyway.
+        ready.add_done_callback(lambda f: f.cancelled() or f.exception())
         try:
-            async with asyncio.timeout(config.connect_timeout):
+            # The session's task stops itself at its connect time limit; this one is a backstop.
+            async with asyncio.timeout(config.connect_timeout + CONNECT_GRACE_SECONDS):
                 pooled.session = await asyncio.shield(ready)
         except BaseException:
+            # Told to stop rather than cancelled: a native cancel would cut through the shielded
+            # cleanup in which the SDK's stdio transport ends its child process.
             pooled.stop.set()
-            pooled.task.cancel()
             raise
         return pooled
 
@@ -226,7 +232,8 @@ class UpstreamPool:
                     client_info=CLIENT_INFO,
                 ) as session,
             ):
-                await session.initialize()
+                with anyio.fail_after(config.connect_timeout):
+                    await session.initialize()
                 if not ready.done():
                     ready.set_result(session)
                 await pooled.stop.wait()

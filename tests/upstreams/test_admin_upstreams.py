@@ -71,10 +71,17 @@ def test_an_operator_adds_a_stdio_upstream_and_sees_what_it_publishes(client, op
         follow=True,
     )
     assert response.status_code == 200
-    assert "Connected: 4 tools, 1 resource, 1 resource template, 1 prompt." in _messages(response)
+    assert "Connected: 6 tools, 1 resource, 1 resource template, 1 prompt." in _messages(response)
     upstream = Upstream.objects.get()
     assert upstream.exclude_tools == ["fail", "sleep"]
-    assert upstream.tool_names == ["docs_ask_name", "docs_count_to", "docs_echo", "docs_received_headers"]
+    assert upstream.tool_names == [
+        "docs_add_tool",
+        "docs_ask_model",
+        "docs_ask_name",
+        "docs_count_to",
+        "docs_echo",
+        "docs_received_headers",
+    ]
     assert upstream.args == stdio_command()[1]
 
 
@@ -193,7 +200,7 @@ def test_the_test_action_shows_each_upstreams_count_or_error(client, operator, t
     down = upstream_row(tenant=tenant.slug, name="down", url=url)
     response = post_action(client, Upstream, "test_connection", [good, down])
     assert sorted(_messages(response)) == [
-        "docs: connected, 6 tools, 1 resource, 1 resource template, 1 prompt.",
+        "docs: connected, 8 tools, 1 resource, 1 resource template, 1 prompt.",
         f"down: could not connect to {url}: connection refused",
     ]
 
