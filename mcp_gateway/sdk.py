@@ -15,6 +15,14 @@ the function):
   ``MCPServer.call_tool`` to run another tool inside its own request (same session, same ASGI
   request, hence the same identity), as ``Context.read_resource`` does for resources.
 
+* ``client_session_closed``: ``ClientSession._dispatcher._closed``, whether an upstream session's
+  connection has ended (``upstreams.pool`` does not lease such a session out again).
+
+``upstreams/oauth.py`` subclasses the SDK's ``ClientCredentialsOAuthProvider`` and so depends on its
+private names too (``_auth_flow``, ``_initialized``, ``_fixed_client_info``,
+``_exchange_token_client_credentials``, ``_handle_token_response`` and the ``context`` fields); its
+docstring lists them, and an SDK upgrade re-checks that module with this one.
+
 One more function uses public names only but copies SDK behaviour, so it is re-checked here too:
 
 * ``server_resource_finder``: the lookup of ``ResourceManager.get_resource`` (static URIs, then the
@@ -26,6 +34,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
+from mcp.client.session import ClientSession
 from mcp.server._otel import OpenTelemetryMiddleware
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel.server import Server
@@ -87,6 +96,13 @@ async def server_resource_finder(*, server: MCPServer) -> Callable[[str], bool]:
         return False
 
     return finds
+
+
+def client_session_closed(*, session: ClientSession) -> bool:
+    """Whether the connection under an SDK client session has ended (an SSE stream cut, a stdio
+    child that died) while the session object lives on: a request on it would fail at once. An SDK
+    without the attribute answers False (the request then fails, and its caller drops the session)."""
+    return bool(getattr(getattr(session, "_dispatcher", None), "_closed", False))
 
 
 async def context_call_tool(*, ctx: Context, name: str, arguments: dict[str, Any]) -> CallToolResult | Any:

@@ -43,6 +43,7 @@ from mcp_types import (
 from pydantic import ValidationError
 
 from core.conf import gatehouse_settings
+from mcp_gateway.sdk import client_session_closed
 from upstreams.config import ConfigKey, UpstreamConfig
 from upstreams.transports import upstream_streams
 
@@ -104,7 +105,7 @@ class PooledSession:
             self.session is not None
             and self.task is not None
             and not self.task.done()
-            and not _connection_closed(self.session)
+            and not client_session_closed(session=self.session)
         )
 
     async def _on_log(self, params: LoggingMessageNotificationParams) -> None:
@@ -300,14 +301,6 @@ class UpstreamPool:
     async def close_all(self) -> None:
         for key in list(self._idle):
             self._close_idle(key)
-
-
-def _connection_closed(session: ClientSession) -> bool:
-    """Whether the session's connection ended while it sat idle (an SSE stream cut, a stdio child
-    that died): its task lives on until closed, but a request on it would fail at once with
-    "Connection closed". The SDK's dispatcher knows; it offers no public word for it, so an SDK
-    without the attribute is taken as open (the call then fails, and the session is dropped)."""
-    return bool(getattr(getattr(session, "_dispatcher", None), "_closed", False))
 
 
 def _describe(error: BaseException) -> str:
