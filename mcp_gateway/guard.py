@@ -249,15 +249,14 @@ class RequestGuard:
             federated = await self._federated(identity, enabled, "tool", name)
             if federated is None:
                 raise InvalidInput(f"{UNKNOWN_TOOL}: {name}", data={"tool": name})
-        elif self.registry.toolset_of_tool(name) not in enabled:
-            raise InvalidInput(f"{UNKNOWN_TOOL}: {name}", data={"tool": name})
-        required = federated.scopes if federated is not None else spec.scopes if spec is not None else None
-        _check_scopes(required or frozenset(), identity)
-        arguments = params.get("arguments") or {}
-        if federated is not None:
+            _check_scopes(federated.scopes, identity)
             validator = self._federated_validator(federated)
         else:
+            if self.registry.toolset_of_tool(name) not in enabled:
+                raise InvalidInput(f"{UNKNOWN_TOOL}: {name}", data={"tool": name})
+            _check_scopes(spec.scopes, identity)
             validator = (await self._tool_validators()).get(name)
+        arguments = params.get("arguments") or {}
         problems = [
             {"path": "/" + "/".join(str(part) for part in error.absolute_path), "message": error.message}
             for error in (validator.iter_errors(arguments) if validator is not None else ())

@@ -23,7 +23,7 @@ from mcp_types import PaginatedRequestParams
 from core.conf import gatehouse_settings
 from mcp_gateway.federation import LIST_KEYS, FederatedItem, Federation, Kind
 from upstreams.config import ConfigKey, UpstreamConfig
-from upstreams.pool import UpstreamPool
+from upstreams.pool import UpstreamPool, error_describe
 
 logger = logging.getLogger(__name__)
 
@@ -34,6 +34,13 @@ RETRY_AFTER_FAILURE_SECONDS = 5.0
 # Lists are small and quick; a tenant's tools/list waits no longer than this for an upstream's
 # (after connecting), whatever its call timeout.
 LIST_SECONDS = 10.0
+# Where each kind's entry says what the upstream calls it.
+_ORIGINAL_KEY: dict[Kind, str] = {
+    "tool": "name",
+    "prompt": "name",
+    "resource": "uri",
+    "resource_template": "uriTemplate",
+}
 
 
 @dataclass
@@ -75,9 +82,9 @@ class Catalog:
             async with asyncio.timeout(config.connect_timeout + min(config.call_timeout, LIST_SECONDS)):
                 async with self._pool.lease(config, identity={}, holder=None) as pooled:
                     assert pooled.session is not None
-                    raw = await _fetch_all(pooled.session)
+                    raw = await upstream_lists(pooled.session)
         except Exception as error:
-            reason = f"{type(error).__name__}: {error}"[:300]
+            reason = error_describe(error)
             logger.warning("Upstream %s: its lists could not be fetched: %s", config.label, reason)
             kept = previous or Published()
             kept.error = reason
@@ -93,16 +100,7 @@ class Catalog:
         published = Published(items={kind: {} for kind in LIST_KEYS})
         for kind, entries in raw.items():
             for entry in entries:
-                original = str(
-                    entry.get(
-                        "uriTemplate"
-                        if kind == "resource_template"
-                        else "uri"
-                        if kind == "resource"
-                        else "name",
-                        "",
-                    )
-                )
+                original = str(entry.get(_ORIGINAL_KEY[kind], ""))
                 if not original or (kind == "tool" and not config.selects(original)):
                     continue
                 name = config.published(original) if kind in ("tool", "prompt") else original
@@ -126,7 +124,9 @@ class Catalog:
         return published
 
 
-async def _fetch_all(session: ClientSession) -> dict[Kind, list[dict[str, Any]]]:
+async def upstream_lists(session: ClientSession) -> dict[Kind, list[dict[str, Any]]]:
+    """Every list the upstream's capabilities announce, all pages (bounded), as JSON entries: what
+    the catalog serves from, and what the configuration test counts."""
     capabilities = session.server_capabilities
     raw: dict[Kind, list[dict[str, Any]]] = {}
     if capabilities is None or capabilities.tools is not None:

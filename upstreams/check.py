@@ -15,10 +15,8 @@ import dataclasses
 import errno
 import socket
 import uuid
-from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
 from urllib.parse import urlsplit
 
 import anyio
@@ -26,17 +24,15 @@ import httpx2
 from mcp.client.auth import OAuthFlowError
 from mcp.client.session import ClientSession
 from mcp.shared.exceptions import MCPError
-from mcp_types import CONNECTION_CLOSED, METHOD_NOT_FOUND, PaginatedRequestParams
+from mcp_types import CONNECTION_CLOSED, METHOD_NOT_FOUND
 
+from upstreams.catalog import upstream_lists
 from upstreams.config import UpstreamConfig, config_from_row
 from upstreams.models import AuthKind, Transport, Upstream
 from upstreams.oauth import upstream_oauth_forget
 from upstreams.pool import CLIENT_INFO, session_open
 from upstreams.transports import upstream_headers
 
-# The lists are read page by page up to these bounds (as the catalog reads them).
-MAX_PAGES = 50
-MAX_ENTRIES = 2000
 # The thread's own loop is given this much beyond the test's time limit to close its transports.
 CLEANUP_SECONDS = 10.0
 # What the SDK's Streamable HTTP client makes of an HTTP error status (the status itself is lost).
@@ -95,12 +91,8 @@ def upstream_test(*, upstream: Upstream) -> UpstreamTestResult:
         return UpstreamTestResult(ok=False, error=_timed_out(total))
     finally:
         executor.shutdown(wait=False)
-        _forget_tokens(config)
-
-
-def _forget_tokens(config: UpstreamConfig) -> None:
-    # OAuth tokens are kept per configuration key; this key is never used again.
-    upstream_oauth_forget(key=config.key)
+        # OAuth tokens are kept per configuration key; this key is never used again.
+        upstream_oauth_forget(key=config.key)
 
 
 async def _test(config: UpstreamConfig) -> UpstreamTestResult:
@@ -123,39 +115,16 @@ async def _test(config: UpstreamConfig) -> UpstreamTestResult:
 
 
 async def _listed(session: ClientSession, config: UpstreamConfig) -> UpstreamTestResult:
-    capabilities = session.server_capabilities
-    tools: list[Any] = []
-    resources: list[Any] = []
-    templates: list[Any] = []
-    prompts: list[Any] = []
-    if capabilities is None or capabilities.tools is not None:
-        tools = await _pages(session.list_tools, "tools")
-    if capabilities is not None and capabilities.resources is not None:
-        resources = await _pages(session.list_resources, "resources")
-        templates = await _pages(session.list_resource_templates, "resource_templates")
-    if capabilities is not None and capabilities.prompts is not None:
-        prompts = await _pages(session.list_prompts, "prompts")
-    names = sorted({config.published(t.name) for t in tools if config.selects(t.name)})
+    lists = await upstream_lists(session)
+    names = config.published_tools(str(tool.get("name", "")) for tool in lists.get("tool", []))
     return UpstreamTestResult(
         ok=True,
         tool_names=names,
         tool_count=len(names),
-        resource_count=len(resources),
-        resource_template_count=len(templates),
-        prompt_count=len(prompts),
+        resource_count=len(lists.get("resource", [])),
+        resource_template_count=len(lists.get("resource_template", [])),
+        prompt_count=len(lists.get("prompt", [])),
     )
-
-
-async def _pages(list_page: Callable[..., Awaitable[Any]], attribute: str) -> list[Any]:
-    entries: list[Any] = []
-    cursor: str | None = None
-    for _ in range(MAX_PAGES):
-        page = await list_page(params=PaginatedRequestParams(cursor=cursor) if cursor else None)
-        entries.extend(getattr(page, attribute))
-        cursor = page.next_cursor
-        if not cursor or len(entries) >= MAX_ENTRIES:
-            break
-    return entries[:MAX_ENTRIES]
 
 
 def _leaves(error: BaseException) -> list[BaseException]:

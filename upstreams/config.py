@@ -5,7 +5,7 @@ never used for the new one."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from core.crypto import secret_decrypt
@@ -57,6 +57,11 @@ class UpstreamConfig:
     def published(self, name: str) -> str:
         """The name a tool or prompt of this upstream has for Gatehouse's clients."""
         return f"{self.name}_{name}" if self.prefix else name
+
+    def published_tools(self, tools: Iterable[str]) -> list[str]:
+        """The names, sorted, under which the tool selection lets ``tools`` (the upstream's own
+        names) through to Gatehouse's clients."""
+        return sorted({self.published(tool) for tool in tools if self.selects(tool)})
 
     def selects(self, tool: str) -> bool:
         """Whether the tool selection lets the upstream's tool ``tool`` through."""

@@ -10,7 +10,6 @@ changed in the row (disabled it, a tool selection, its scopes) is left as it is.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import sys
 from pathlib import Path
@@ -19,9 +18,8 @@ from django.conf import settings
 from django.utils import timezone
 
 from accounts.models import Tenant
-from upstreams.config import UpstreamConfig, config_from_row
+from upstreams.check import upstream_test
 from upstreams.models import Transport, Upstream
-from upstreams.pool import session_open
 from upstreams.selectors import upstream_configs_forget
 
 logger = logging.getLogger(__name__)
@@ -65,18 +63,13 @@ def upstream_demo_line(*, upstream: Upstream) -> str:
 
 
 def _tool_names_refresh(*, row: Upstream) -> None:
-    config = config_from_row(Upstream.objects.select_related("tenant").get(pk=row.pk))
-    try:
-        names = asyncio.run(_published_tool_names(config=config))
-    except Exception as error:
-        logger.warning("The demo upstream %s could not be started: %s", config.label, error)
+    # The configuration test, as a save would run it (the row may have been disabled by an operator).
+    result = upstream_test(upstream=Upstream.objects.select_related("tenant").get(pk=row.pk))
+    if not result.ok:
+        logger.warning(
+            "The demo upstream %s/%s could not be started: %s", row.tenant.slug, row.name, result.error
+        )
         return
-    row.tool_names = names
+    row.tool_names = result.tool_names
     row.last_tested = timezone.now()
     row.save(update_fields=["tool_names", "last_tested", "updated"])
-
-
-async def _published_tool_names(*, config: UpstreamConfig) -> list[str]:
-    async with session_open(config) as session:
-        listed = await session.list_tools()
-    return sorted(config.published(tool.name) for tool in listed.tools if config.selects(tool.name))

@@ -28,7 +28,7 @@ from upstreams.catalog import Catalog, Published
 from upstreams.config import ConfigKey, UpstreamConfig
 from upstreams.downstream import ForwardedCall
 from upstreams.metrics import metrics_upstream_call
-from upstreams.pool import UpstreamPool, session_was_gone
+from upstreams.pool import UpstreamPool, error_describe, session_was_gone
 from upstreams.selectors import upstream_configs_async
 from upstreams.transports import TENANT_HEADER, USER_HEADER
 
@@ -158,7 +158,7 @@ class UpstreamFederation:
             raise
         except Exception as error:
             outcome = "unavailable"
-            logger.warning("Upstream %s: %s failed: %s", config.label, method, _describe(error))
+            logger.warning("Upstream %s: %s failed: %s", config.label, method, error_describe(error))
             raise UpstreamUnavailable(upstream=config.name, reason=_reason(error)) from None
         finally:
             metrics_upstream_call(
@@ -217,12 +217,6 @@ async def _request(
             original, {str(k): str(v) for k, v in arguments.items()} if isinstance(arguments, dict) else None
         )
     return result.model_dump(by_alias=True, mode="json", exclude_none=True)
-
-
-def _describe(error: BaseException) -> str:
-    if isinstance(error, BaseExceptionGroup):
-        return "; ".join(_describe(e) for e in error.exceptions)
-    return f"{type(error).__name__}: {error}"[:MAX_MESSAGE]
 
 
 def _reason(error: BaseException) -> str:

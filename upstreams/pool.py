@@ -242,7 +242,7 @@ class UpstreamPool:
             if not ready.done():
                 ready.set_exception(error if isinstance(error, Exception) else ConnectionError(str(error)))
             elif not isinstance(error, asyncio.CancelledError):
-                logger.info("Upstream %s: session ended: %s", config.label, _describe(error))
+                logger.info("Upstream %s: session ended: %s", config.label, error_describe(error))
         finally:
             if not ready.done():
                 ready.set_exception(ConnectionError("The upstream session ended before it started."))
@@ -298,14 +298,12 @@ class UpstreamPool:
 
         asyncio.get_running_loop().create_task(wake())
 
-    async def close_all(self) -> None:
-        for key in list(self._idle):
-            self._close_idle(key)
 
-
-def _describe(error: BaseException) -> str:
+def error_describe(error: BaseException) -> str:
+    """An upstream failure for the log: its type and message, each one of an exception group's,
+    bounded (the SDK's transports raise them wrapped in anyio's groups)."""
     if isinstance(error, BaseExceptionGroup):
-        return "; ".join(_describe(e) for e in error.exceptions)
+        return "; ".join(error_describe(e) for e in error.exceptions)
     return f"{type(error).__name__}: {error}"[:300]
 
 
