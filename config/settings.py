@@ -98,6 +98,11 @@ INSTALLED_APPS = [
     # One governed REST API and MCP tool for a tenant's language models.
     "llm_gateway",
     "upstreams",
+    # Long work on a task queue that waits for a person's decisions (django-tasks, database backend).
+    "django_tasks",
+    "django_tasks_db",
+    "jobs",
+    "research",
     "portal",
 ]
 
@@ -200,6 +205,10 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # SQLite cannot enforce RateLimitRule's one-rule-per-(scope, target, tenant) constraint when the
     # tenant is blank; the admin form still checks it, and PostgreSQL enforces it.
     SILENCED_SYSTEM_CHECKS.append("models.W047")
+
+# Django's tasks API (the django-tasks backport): job steps (jobs.steps) are rows in this same
+# database, taken by `manage.py jobs_worker` processes.
+TASKS = {"default": {"BACKEND": "django_tasks_db.DatabaseBackend"}}
 
 _redis_url = env_optional("REDIS_URL")
 
@@ -329,6 +338,7 @@ GATEHOUSE: dict[str, Any] = {
             "workflows.toolset",
             "llm_gateway.toolset",
             "upstreams.toolset",
+            "research.toolset",
         ],
     ),
     "MCP_ALLOWED_ORIGINS": env_list("MCP_ALLOWED_ORIGINS", default=[]),
@@ -359,6 +369,12 @@ GATEHOUSE: dict[str, Any] = {
     "UPSTREAM_POOL_SIZE": env_int("UPSTREAM_POOL_SIZE", default=8, minimum=1),
     "UPSTREAM_IDLE_SECONDS": env_int("UPSTREAM_IDLE_SECONDS", default=300, minimum=1),
     "UPSTREAM_LIST_CACHE_SECONDS": env_int("UPSTREAM_LIST_CACHE_SECONDS", default=30, minimum=0),
+    # Jobs (jobs): a step whose worker has not renewed its claim for this long is taken to be lost
+    # (the worker died) and is enqueued again; a live worker renews it every quarter of this.
+    "JOBS_STEP_LEASE_SECONDS": env_int("JOBS_STEP_LEASE_SECONDS", default=30, minimum=1),
+    # The literature search (research): the sources this deployment offers (a closed network keeps
+    # only "library", the tenant's own BibTeX library).
+    "RESEARCH_SOURCES": env_list("RESEARCH_SOURCES", default=["openalex", "crossref", "arxiv", "library"]),
     # Connections per worker for the query every MCP request makes (core.db).
     "MCP_DB_POOL_SIZE": env_int("MCP_DB_POOL_SIZE", default=4, minimum=1),
     # Diagnostics: count every SQL query this process runs and report the total when it exits.

@@ -17,9 +17,11 @@ from oauth2_provider.models import Application
 
 from accounts.models import Membership, Role, Tenant, User
 from data_agent.models import AgentPreference
+from jobs.models import Job
 from language_models.models import LanguageModel
 from mcp_gateway.models import TenantToolset
 from oauth.models import AccessToken
+from research.models import LibraryPaper
 from tests.e2e.harness import DEMO_PASSWORD, Browser, DaphneServer, Person, QuickPbkdf2Hasher
 from tests.e2e.llm_gateway_support import ACME_OPENAI_KEY
 from tests.e2e.oauth_driver import OAuthDriver
@@ -31,6 +33,7 @@ from tests.e2e.upstream_fixtures import (  # noqa: F401 (fixtures of the upstrea
     upstream_fields,
 )
 from tests.factories import DEFAULT_PASSWORD, LanguageModelFactory, MembershipFactory
+from tests.jobs.worker_process import JobsWorkerProcess
 from upstreams.models import Upstream
 
 SERVER_DB_APPLICATION = "gatehouse-e2e-server"
@@ -128,6 +131,19 @@ def server(database_url, tmp_path_factory) -> Iterator[DaphneServer]:
         "main",
         MCP_TOOLSET_CACHE_SECONDS=str(MAIN_SERVER_TOOLSET_CACHE_SECONDS),
     )
+
+
+@pytest.fixture(scope="session")
+def jobs_worker(server, tmp_path_factory) -> Iterator[JobsWorkerProcess]:
+    """A ``manage.py jobs_worker`` beside the main server: the steps of the jobs its tools start."""
+    worker = JobsWorkerProcess(
+        env=server.env,
+        log_path=tmp_path_factory.mktemp("jobs-worker") / "worker.log",
+        worker_id="e2e-main-worker",
+    )
+    worker.start()
+    yield worker
+    worker.stop()
 
 
 @pytest.fixture(scope="session")
@@ -230,6 +246,8 @@ def _in_own_thread(work):
 
 
 _CLEANED_MODELS = [
+    Job,
+    LibraryPaper,
     Upstream,
     LanguageModel,
     AgentPreference,

@@ -1,0 +1,151 @@
+"""One step of a job, run by a task-queue worker (django-tasks, ``manage.py jobs_worker``).
+
+A step first claims its job: a conditional update that succeeds only while the job is running,
+still wants this very step (its token), and no live worker holds it. So a task enqueued twice, a
+task of a cancelled job, or a task the recovery replaced does nothing, and two workers never run the
+same step. While the kind works, a thread renews the claim's heartbeat; a worker that dies stops
+renewing it, and ``jobs.recovery`` enqueues the step again under a new token. The outcome is
+written with the same condition, so a step whose job was cancelled meanwhile changes nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+from datetime import timedelta
+
+from django.db import close_old_connections, connection, transaction
+from django.db.models import F, Q
+from django.utils import timezone
+
+# The django-tasks backport of Django 6's tasks API: on Django 6 this import becomes django.tasks.
+from django_tasks import task
+
+from core.conf import gatehouse_settings
+from jobs.kinds import Checkpoint, Complete, JobFailed, NextStep, StepOutcome, job_kind_get
+from jobs.models import PROGRESS_MESSAGE_MAX_CHARS, Job, JobState
+
+logger = logging.getLogger(__name__)
+
+STEP_FAILED = "The step failed unexpectedly. It has been logged; start a new search or contact the operator."
+_worker_id = f"{socket.gethostname()[:40]}:{os.getpid()}"
+
+
+def worker_id() -> str:
+    """This process, as the job rows name the worker running a step."""
+    return _worker_id
+
+
+def worker_id_set(value: str) -> None:
+    global _worker_id
+    _worker_id = value[:64]
+
+
+@task()
+def job_step_run(*, job_id: str, token: str) -> str:
+    """Run the step ``token`` names, if it is still the job's; returns what happened (for the
+    task's own result row: "claimed elsewhere", "checkpoint plan", ...)."""
+    worker = worker_id()
+    if not step_claim(job_id=job_id, token=token, worker=worker):
+        return "not claimed"
+    job = Job.objects.get(pk=job_id)
+    stop = threading.Event()
+    beat = threading.Thread(
+        target=_heartbeat,
+        kwargs={"job_id": job_id, "token": token, "worker": worker, "stop": stop},
+        daemon=True,
+    )
+    beat.start()
+    try:
+        outcome = _run(job=job)
+    finally:
+        stop.set()
+        beat.join()
+    return step_finish(job_id=job_id, token=token, worker=worker, outcome=outcome)
+
+
+def step_claim(*, job_id: str, token: str, worker: str) -> bool:
+    """Take the step for ``worker``: only while the job still wants this token and nobody alive
+    holds it (a heartbeat older than the lease means its worker is gone)."""
+    now = timezone.now()
+    stale = now - timedelta(seconds=gatehouse_settings.JOBS_STEP_LEASE_SECONDS)
+    claimed = (
+        Job.objects.filter(pk=job_id, state=JobState.RUNNING, step_token=token)
+        .filter(Q(step_worker="") | Q(step_heartbeat__lt=stale))
+        .update(step_worker=worker, step_heartbeat=now, step_attempts=F("step_attempts") + 1)
+    )
+    return claimed == 1
+
+
+def _heartbeat(*, job_id: str, token: str, worker: str, stop: threading.Event) -> None:
+    interval = max(0.2, gatehouse_settings.JOBS_STEP_LEASE_SECONDS / 4)
+    try:
+        while not stop.wait(interval):
+            Job.objects.filter(pk=job_id, step_token=token, step_worker=worker).update(
+                step_heartbeat=timezone.now()
+            )
+    except Exception:
+        logger.warning("Could not renew the heartbeat of job %s", job_id, exc_info=True)
+    finally:
+        connection.close()
+
+
+class _Failed:
+    def __init__(self, error: str) -> None:
+        self.error = error
+
+
+def _run(*, job: Job) -> StepOutcome | _Failed:
+    from jobs.services import job_view
+
+    def report(message: str) -> None:
+        Job.objects.filter(pk=job.pk, step_token=job.step_token, state=JobState.RUNNING).update(
+            progress=F("progress") + 1, progress_message=message[:PROGRESS_MESSAGE_MAX_CHARS]
+        )
+
+    try:
+        return job_kind_get(job.kind).run_step(job=job_view(job), step=job.step, report=report)
+    except JobFailed as failure:
+        return _Failed(failure.message)
+    except Exception:
+        logger.exception("Step %r of job %s (%s) failed", job.step, job.pk, job.kind)
+        close_old_connections()
+        return _Failed(STEP_FAILED)
+
+
+def step_finish(*, job_id: str, token: str, worker: str, outcome: StepOutcome | _Failed) -> str:
+    """Store the outcome if the step is still this worker's; returns what happened."""
+    from jobs.services import checkpoint_store, job_finish, step_enqueue
+
+    with transaction.atomic():
+        job = (
+            Job.objects.select_for_update()
+            .filter(pk=job_id, state=JobState.RUNNING, step_token=token, step_worker=worker)
+            .first()
+        )
+        if job is None:
+            return "dropped: the job moved on (cancelled or recovered)"
+        job.progress += 1
+        if isinstance(outcome, _Failed):
+            job_finish(job=job, state=JobState.FAILED, message="Failed.", error=outcome.error)
+            job.save()
+            return "failed"
+        if outcome.message:
+            job.progress_message = outcome.message[:PROGRESS_MESSAGE_MAX_CHARS]
+        if isinstance(outcome, NextStep):
+            job.context = outcome.context
+            step_enqueue(job=job, step=outcome.step)
+            return f"next {outcome.step}"
+        if isinstance(outcome, Checkpoint):
+            checkpoint_store(job=job, checkpoint=outcome)
+            job.save()
+            return f"checkpoint {outcome.kind}"
+        assert isinstance(outcome, Complete)
+        job.result = outcome.result
+        if outcome.context:
+            job.context = outcome.context
+        job_finish(job=job, state=JobState.COMPLETE, message=outcome.message or "Complete.")
+        job.save()
+        return "complete"

@@ -1,0 +1,1 @@
+"""Where papers come from: every source behind one interface (``base.Source``)."""

@@ -1,0 +1,11 @@
+"""The ``research`` toolset: human-in-the-loop literature searches (``research.literature_job``)."""
+
+from __future__ import annotations
+
+from mcp_gateway.registry import Toolset
+
+toolset = Toolset(
+    name="research",
+    description="Literature searches that wait for your decisions: plan, screening, final selection.",
+    tools=(),
+)
