@@ -37,6 +37,8 @@ from research.tool_answers import (
 # Past the wait, with room for the start and the answer.
 TOOL_TIMEOUT_SECONDS = services.WAIT_SECONDS + 30.0
 SESSION_ID_MAX_CHARS = 100
+# How often a waiting call reads the job's row (the worker may be on another machine).
+POLL_SECONDS = 0.25
 
 SessionId = Annotated[
     str, Field(max_length=SESSION_ID_MAX_CHARS, description="The session_id search_papers returned.")
@@ -57,6 +59,7 @@ async def _next_state(*, ctx: Context, job: Job) -> CallToolResult:
         # Read at call time, so that a deployment or a test can change it.
         timeout_seconds=services.WAIT_SECONDS,
         on_progress=progress,
+        poll_seconds=POLL_SECONDS,
     )
     if job.state == JobState.FAILED:
         # As decide on it would answer later (reason workflow_failed, with its error).
