@@ -235,7 +235,7 @@ def test_a_cancelled_job_is_gone_from_everything_that_runs(alice, query, approva
     ran: list[str] = []
     run_step = literature_search.run_step
 
-    def recording(*, job, step, report):  # type: ignore[no-untyped-def]
+    def recording(*, job: Any, step: str, report: Any) -> Any:
         ran.append(job.id)
         return run_step(job=job, step=step, report=report)
 
