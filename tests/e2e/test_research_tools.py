@@ -12,6 +12,7 @@ from typing import Any
 import bibtexparser
 import pytest
 from mcp.shared.exceptions import MCPError
+from mcp_types import TextContent
 
 from accounts.models import Tenant
 from core.models import AuditEvent, AuditOutcome
@@ -183,7 +184,9 @@ async def test_another_persons_session_reads_like_an_unknown_one(server, jobs_wo
         error = result.structured_content["error"]
         assert (error["code"], error["reason"]) == (-32002, "unknown_session")
         assert session_id in error["message"]
-        assert "-32002" in result.content[-1].text
+        text = result.content[-1]
+        assert isinstance(text, TextContent)
+        assert "-32002" in text.text
 
 
 async def test_a_viewer_may_follow_but_not_start_a_search(server, research_on):
