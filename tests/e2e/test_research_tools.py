@@ -16,6 +16,7 @@ from mcp_types import TextContent
 
 from accounts.models import Tenant
 from core.models import AuditEvent, AuditOutcome
+from jobs.models import Job
 from research.models import LibraryPaper
 from research.records import doi_normalize, title_normalize
 from tests.e2e.conftest import _in_own_thread
@@ -171,6 +172,10 @@ async def test_a_cancelled_search_stays_cancelled(server, jobs_worker, research_
         assert refused.structured_content["error"]["reason"] == "cancelled"
         state = await _call(client, "get_session", {"session_id": session_id})
         assert state["status"] == "cancelled"
+    job = await Job.objects.aget(pk=session_id)
+    # Where it was started, for the record: the MCP session and the OAuth client.
+    assert job.origin.startswith("mcp-session:")
+    assert job.client_id
 
 
 async def test_another_persons_session_reads_like_an_unknown_one(server, jobs_worker, research_on):
