@@ -130,6 +130,9 @@ def server(database_url, tmp_path_factory) -> Iterator[DaphneServer]:
         database_url,
         "main",
         MCP_TOOLSET_CACHE_SECONDS=str(MAIN_SERVER_TOOLSET_CACHE_SECONDS),
+        # Literature searches (and the jobs_worker beside it, which copies this) stay offline: the
+        # tenant's own library is the one source.
+        RESEARCH_SOURCES="library",
     )
 
 
