@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from mcp_gateway.registry import Toolset
+from research.tasks import literature_tasks
 
 toolset = Toolset(
     name="research",
     description="Literature searches that wait for your decisions: plan, screening, final selection.",
     tools=(),
+    tasks=literature_tasks,
 )
