@@ -16,13 +16,24 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from mcp.shared.exceptions import MCPError
+from mcp_types import (
+    CallToolRequest,
+    CallToolRequestParams,
+    CallToolResult,
+    GetTaskRequest,
+    GetTaskRequestParams,
+    GetTaskResult,
+    TaskMetadata,
+)
+from pydantic import ValidationError
 
-from accounts.models import Role
+from accounts.models import Membership, Role
 from core.models import AuditAction, AuditEvent
 from jobs.models import Job, JobState
 from research.models import LibraryPaper
-from research.services import search_decide
-from tests.e2e.harness import DaphneServer
+from research.services import search_decide, search_start
+from tests.e2e.harness import DaphneServer, Person, sdk_client
 from tests.e2e.raw_mcp import MCP_HEADERS, RawMcp, initialize_body, sse_messages
 from tests.factories import AccessTokenFactory, MembershipFactory
 from tests.jobs.worker_process import JobsWorkerProcess
@@ -355,3 +366,28 @@ async def test_scopes_and_audit_apply_to_tasks(caller_of, library, committed):
     assert (await reader.result("tasks/get", {"taskId": task_id}))["taskId"] == task_id
     assert (await reader.error("tasks/cancel", {"taskId": task_id}))["code"] == -32001
     await owner.result("tasks/cancel", {"taskId": task_id})
+
+
+async def test_the_sdk_client_reaches_tasks_get_but_cannot_call_a_tool_as_a_task(
+    tasks_server, tasks_worker, committed
+):
+    alice = committed(Membership.objects.get, user__username="alice")
+    job = committed(search_start, tenant_id=alice.tenant_id, user_id=alice.user_id, query="attention")
+    get = GetTaskRequest(params=GetTaskRequestParams(task_id=str(job.id)))
+    async with sdk_client(tasks_server, Person("alice")) as (client, _):
+        assert client.protocol_version == "2025-11-25"
+        task = await client.session.send_request(get, GetTaskResult)
+        assert task.task_id == str(job.id)
+        as_task = CallToolRequest(
+            params=CallToolRequestParams(
+                name="search_papers", arguments={"query": "attention"}, task=TaskMetadata(ttl=1000)
+            )
+        )
+        # The server answers a CreateTaskResult; the client checks it as a CallToolResult.
+        with pytest.raises(ValidationError):
+            await client.session.send_request(as_task, CallToolResult)
+
+    async with sdk_client(tasks_server, Person("alice"), mode="2026-07-28") as (client, _):
+        with pytest.raises(MCPError) as refused:
+            await client.session.send_request(get, GetTaskResult)
+        assert refused.value.error.code == -32601
