@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-from mcp_types import CallToolResult, GetTaskResult, ListToolsResult, Tool
+from mcp_types import CallToolResult, GetTaskResult, ListToolsResult, Tool, ToolExecution
 from mcp_types.methods import SPEC_CLIENT_METHODS, serialize_server_result
 
 from jobs.models import Job, JobState
@@ -106,7 +106,13 @@ def test_the_sdk_serves_no_tasks_method_and_sieves_a_create_task_result_away():
         "tools/list",
         "2025-11-25",
         ListToolsResult(
-            tools=[Tool(name="a", input_schema={"type": "object"}, execution={"task_support": "optional"})]
+            tools=[
+                Tool(
+                    name="a",
+                    input_schema={"type": "object"},
+                    execution=ToolExecution(task_support="optional"),
+                )
+            ]
         ).model_dump(by_alias=True, exclude_none=True),
     )
     assert listed["tools"][0]["execution"] == {"taskSupport": "optional"}
