@@ -19,6 +19,7 @@ from mcp.server.mcpserver import MCPServer
 from accounts.scopes import scope_definitions
 from core.conf import gatehouse_settings
 from mcp_gateway.federation import Federation
+from mcp_gateway.tasks import TaskSource
 
 DEFAULT_TIMEOUT_SECONDS = 60.0
 
@@ -69,6 +70,7 @@ class Toolset:
     the SDK server; ``resources`` (URI prefixes, with the scopes reading needs) and ``prompts`` say
     which of them it owns, so a tenant that has not enabled the toolset neither sees nor reaches them.
     ``federation`` serves entries that are not the server's own but a tenant's other MCP servers'.
+    ``tasks`` lets clients call some of its tools as MCP tasks (``mcp_gateway.tasks``).
     """
 
     name: str
@@ -80,6 +82,8 @@ class Toolset:
     prompts: tuple[str, ...] = ()
     # Entries that come from elsewhere (another MCP server), per tenant (``federation``).
     federation: Federation | None = None
+    # Its tools that run as MCP tasks, and those tasks (``mcp_gateway.tasks``).
+    tasks: TaskSource | None = None
 
 
 def tool(
@@ -158,6 +162,20 @@ class Registry:
     def federations(self, *, enabled: frozenset[str]) -> tuple[Federation, ...]:
         """The federations of the toolsets in ``enabled``."""
         return tuple(t.federation for t in self.toolsets if t.federation is not None and t.name in enabled)
+
+    def task_source(self, tool_name: str) -> TaskSource | None:
+        """The task source that runs ``tool_name`` as a task, if its toolset has one that does."""
+        toolset = self._by_name.get(self._toolset_of_tool.get(tool_name, ""))
+        source = toolset.tasks if toolset is not None else None
+        return source if source is not None and tool_name in source.tools else None
+
+    def task_sources(self, *, enabled: frozenset[str]) -> tuple[TaskSource, ...]:
+        """The task sources of the toolsets in ``enabled`` that run at least one of their tools."""
+        return tuple(
+            t.tasks
+            for t in self.toolsets
+            if t.tasks is not None and t.name in enabled and t.tasks.tools & {s.name for s in t.tools}
+        )
 
     def default_enabled(self) -> frozenset[str]:
         return frozenset(t.name for t in self.toolsets if t.enabled_by_default)

@@ -9,6 +9,7 @@ every tenant of the deployment), and its steps take a worker's time.
 from __future__ import annotations
 
 from mcp_gateway.registry import Toolset
+from research.tasks import literature_tasks
 from research.tools import TOOLS
 
 toolset = Toolset(
@@ -16,4 +17,6 @@ toolset = Toolset(
     description="Literature searches that wait for your decisions: plan, screening, final selection.",
     tools=TOOLS,
     enabled_by_default=False,
+    # search_papers as an MCP task (protocol 2025-11-25): the task is the job (docs/mcp-tasks.md).
+    tasks=literature_tasks,
 )
