@@ -2,17 +2,14 @@
 literature search job, followed with ``tasks/get``, ``tasks/result`` and ``tasks/cancel``.
 
 The SDK client sends neither task-augmented calls nor ``tasks/*`` (``docs/mcp-tasks.md``), so these
-tests speak raw JSON-RPC. Until ``research.toolset`` has ``search_papers``, the server here loads
-a stand-in of it (``tests.toolsets.research_standin``) with the real task source; the job's steps
-run in a ``manage.py jobs_worker`` beside it, on the tenant's own library."""
+tests speak raw JSON-RPC. The job's steps run in a ``manage.py jobs_worker`` beside the server, on
+the tenant's own library."""
 
 from __future__ import annotations
 
 import asyncio
 import json
 import time
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -36,43 +33,10 @@ from research.services import search_decide, search_start
 from tests.e2e.harness import DaphneServer, Person, sdk_client
 from tests.e2e.raw_mcp import MCP_HEADERS, RawMcp, initialize_body, sse_messages
 from tests.factories import AccessTokenFactory, MembershipFactory
-from tests.jobs.worker_process import JobsWorkerProcess
 
 pytestmark = pytest.mark.django_db
 
-TOOLSETS = "mcp_gateway.toolsets.account,tests.toolsets.research_standin"
 WAIT_SECONDS = 60.0
-
-
-@pytest.fixture(scope="module")
-def tasks_server(database_url, tmp_path_factory) -> Iterator[DaphneServer]:
-    log_path = Path(tmp_path_factory.mktemp("daphne")) / "tasks.log"
-    server = DaphneServer(
-        database_url=database_url,
-        log_path=log_path,
-        extra_env={
-            "GATEHOUSE_TOOLSETS": TOOLSETS,
-            "RESEARCH_SOURCES": "library",
-            "MCP_TOOLSET_CACHE_SECONDS": "0",
-        },
-    )
-    server.start()
-    try:
-        yield server
-    finally:
-        server.stop()
-
-
-@pytest.fixture(scope="module")
-def tasks_worker(tasks_server, tmp_path_factory) -> Iterator[JobsWorkerProcess]:
-    worker = JobsWorkerProcess(
-        env=tasks_server.env,
-        log_path=tmp_path_factory.mktemp("jobs-worker") / "tasks-worker.log",
-        worker_id="e2e-tasks-worker",
-    )
-    worker.start()
-    yield worker
-    worker.stop()
 
 
 class Caller:
@@ -168,17 +132,16 @@ def library(committed):
 
 
 @pytest.fixture
-async def caller_of(tasks_server, tasks_worker, committed):
+async def caller_of(server, jobs_worker, committed, tenant_toolset):
     clients: list[RawMcp] = []
 
     def make(membership=None, *, scope: str = "mcp:read mcp:write") -> Caller:
         membership = membership or committed(MembershipFactory, role=Role.ADMIN)
-        token = committed(
-            AccessTokenFactory, membership=membership, resource=[tasks_server.mcp_url], scope=scope
-        )
+        tenant_toolset(membership.tenant.slug, "research", enabled=True)
+        token = committed(AccessTokenFactory, membership=membership, resource=[server.mcp_url], scope=scope)
         raw = RawMcp(token.token)
         clients.append(raw)
-        return Caller(tasks_server, raw, membership)
+        return Caller(server, raw, membership)
 
     yield make
     for raw in clients:
@@ -369,12 +332,13 @@ async def test_scopes_and_audit_apply_to_tasks(caller_of, library, committed):
 
 
 async def test_the_sdk_client_reaches_tasks_get_but_cannot_call_a_tool_as_a_task(
-    tasks_server, tasks_worker, committed
+    server, jobs_worker, committed, tenant_toolset
 ):
+    tenant_toolset("acme", "research", enabled=True)
     alice = committed(Membership.objects.get, user__username="alice")
     job = committed(search_start, tenant_id=alice.tenant_id, user_id=alice.user_id, query="attention")
     get = GetTaskRequest(params=GetTaskRequestParams(task_id=str(job.id)))
-    async with sdk_client(tasks_server, Person("alice")) as (client, _):
+    async with sdk_client(server, Person("alice")) as (client, _):
         assert client.protocol_version == "2025-11-25"
         task = await client.session.send_request(get, GetTaskResult)
         assert task.task_id == str(job.id)
@@ -387,7 +351,7 @@ async def test_the_sdk_client_reaches_tasks_get_but_cannot_call_a_tool_as_a_task
         with pytest.raises(ValidationError):
             await client.session.send_request(as_task, CallToolResult)
 
-    async with sdk_client(tasks_server, Person("alice"), mode="2026-07-28") as (client, _):
+    async with sdk_client(server, Person("alice"), mode="2026-07-28") as (client, _):
         with pytest.raises(MCPError) as refused:
             await client.session.send_request(get, GetTaskResult)
         assert refused.value.error.code == -32601
