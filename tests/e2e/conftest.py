@@ -130,6 +130,7 @@ def server(database_url, tmp_path_factory) -> Iterator[DaphneServer]:
         database_url,
         "main",
         MCP_TOOLSET_CACHE_SECONDS=str(MAIN_SERVER_TOOLSET_CACHE_SECONDS),
+        RESEARCH_SOURCES="library",
     )
 
 
@@ -257,6 +258,8 @@ _CLEANED_MODELS = [
     User,
     Tenant,
 ]
+# A UUID key has no order (PostgreSQL has no max(uuid)): such rows are marked by when they were made.
+_MARK_FIELDS = {Job: "created"}
 
 
 @pytest.fixture
@@ -265,7 +268,10 @@ def committed(django_db_blocker):
     during the test (including the ones factories made on the side and the server registered)."""
 
     def high_water_marks() -> dict:
-        return {model: model.objects.aggregate(top=Max("pk"))["top"] or 0 for model in _CLEANED_MODELS}
+        return {
+            model: model.objects.aggregate(top=Max(_MARK_FIELDS.get(model, "pk")))["top"] or 0
+            for model in _CLEANED_MODELS
+        }
 
     with django_db_blocker.unblock():
         marks = _in_own_thread(high_water_marks)
@@ -278,7 +284,9 @@ def committed(django_db_blocker):
 
     def clean() -> None:
         for model, top in marks.items():
-            model.objects.filter(pk__gt=top).delete()
+            field = _MARK_FIELDS.get(model, "pk")
+            rows = model.objects.filter(**{f"{field}__gt": top}) if top else model.objects.all()
+            rows.delete()
 
     with django_db_blocker.unblock():
         _in_own_thread(clean)
