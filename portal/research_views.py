@@ -45,6 +45,7 @@ VIEWER_REFUSED = (
     "admin or contributor role in the tenant, as the research tools' mcp:write scope does."
 )
 NO_WRITABLE_TENANT = "You are a viewer in each of your tenants, so you cannot start a search here."
+CHOOSE_TENANT = "Choose one of your tenants."
 STARTED = "The search started; its plan appears here once the worker has drafted it."
 DECIDED = "Your decision was recorded."
 CANCELLED = "The search was cancelled; nothing of it runs again."
@@ -104,10 +105,10 @@ def research_list(request: HttpRequest) -> HttpResponse:
         form = {key: _shown(str(request.POST.get(key, form[key]))) for key in form}
         slug = str(request.POST.get("tenant", ""))
         membership = next((m for m in memberships if m.tenant.slug == slug), None)
-        if membership is None and len(memberships) == 1:
+        if not slug and len(memberships) == 1:
             membership = memberships[0]
         if membership is None:
-            error = "Choose one of your tenants."
+            error = CHOOSE_TENANT
         else:
             _writer_check(membership)
             try:

@@ -20,7 +20,7 @@ from django.utils import timezone
 from accounts.models import Membership
 from jobs.models import Job, JobDecision, JobState
 from portal.research_forms import STALE_FORM, UNKNOWN_BUTTON
-from portal.research_views import NO_WRITABLE_TENANT, VIEWER_REFUSED
+from portal.research_views import CHOOSE_TENANT, NO_WRITABLE_TENANT, VIEWER_REFUSED
 from research.models import LibraryPaper
 from research.records import title_normalize
 from research.services import search_decide, search_start
@@ -171,6 +171,36 @@ def test_a_viewer_sees_her_searches_but_may_not_start_one(member):
     assert refused.status_code == 403
     assert VIEWER_REFUSED in _text(refused.content.decode())
     assert Job.objects.count() == 1
+
+
+def test_in_two_tenants_she_sees_both_and_starts_only_where_she_may_write(owner, outsider):
+    # The outsider is an admin of her own tenant, and a viewer in the owner's.
+    MembershipFactory(user=outsider.user, tenant=owner.tenant, role="viewer")
+    browser = Client(headers={"accept": "text/html"})
+    browser.force_login(outsider.user)
+    mine = _start(outsider, "in my own tenant")
+    viewed = search_start(tenant_id=owner.tenant_id, user_id=outsider.user_id, query="as a viewer")
+
+    page = browser.get(LIST).content.decode()
+    assert str(mine.pk) in page
+    assert str(viewed.pk) in page
+    assert f'<input type="hidden" name="tenant" value="{outsider.tenant.slug}">' in page
+    assert browser.post(LIST, {"query": "x", "tenant": owner.tenant.slug}).status_code == 403
+    assert browser.post(f"{LIST}{viewed.pk}/cancel/").status_code == 403
+    assert browser.post(f"{LIST}{mine.pk}/cancel/").status_code == 302
+    for slug in ("", "no-such-tenant", "a\x00b"):
+        refused = browser.post(LIST, {"query": "x", "tenant": slug})
+        assert refused.status_code == 422
+        assert CHOOSE_TENANT in _text(refused.content.decode())
+    started = browser.post(LIST, {"query": "attention", "tenant": outsider.tenant.slug})
+    assert started.status_code == 302
+    assert Job.objects.filter(tenant=outsider.tenant).count() == 2
+
+
+def test_with_one_tenant_a_foreign_tenant_s_slug_is_refused_not_ignored(browser, owner, outsider):
+    refused = browser.post(LIST, {"query": "attention", "tenant": outsider.tenant.slug})
+    assert refused.status_code == 422
+    assert not Job.objects.exists()
 
 
 def test_a_viewer_may_not_decide_or_cancel(member):
