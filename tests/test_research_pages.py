@@ -327,6 +327,34 @@ def test_a_full_search_decided_on_the_page_edits_the_plan_keeps_a_subset_and_exp
     assert browser.get(f"{LIST}{job.pk}/export/pdf/").status_code == 404
 
 
+def test_dois_added_at_screening_are_looked_up_in_the_worker(browser, owner, library):
+    LibraryPaper.objects.create(
+        tenant=owner.tenant,
+        title="Unrelated but wanted",
+        title_key="unrelated but wanted",
+        doi="10.5555/wanted",
+    )
+    job = _screening(owner)
+    first = job.context["candidates"][0]["title"]
+    kept = _decide(
+        browser,
+        job,
+        "screening",
+        "keep",
+        keep="p1",
+        add_dois="https://doi.org/10.5555/WANTED, 10.5555/nowhere",
+    )
+    assert kept.status_code == 302
+    job = _at(job, "final")
+    titles = [p["title"] for p in (job.checkpoint or {})["papers"]]
+    assert titles == [first, "Unrelated but wanted", "DOI 10.5555/nowhere"]
+    decision = JobDecision.objects.get(job=job, checkpoint_kind="screening")
+    assert decision.data == {
+        "keep": ["p1"],
+        "add_dois": ["https://doi.org/10.5555/WANTED", "10.5555/nowhere"],
+    }
+
+
 def test_approve_all_and_the_plan_s_approve_and_reject(browser, owner, library):
     job = _screening(owner)
     assert _decide(browser, job, "screening", "approve").status_code == 302
