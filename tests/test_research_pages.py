@@ -523,3 +523,18 @@ def test_the_export_filename_never_carries_the_query_s_punctuation(browser, owne
     assert response["Content-Disposition"] == (
         f'attachment; filename="literature-search-a-quoted-path-n-code-{str(job.pk)[:8]}.md"'
     )
+
+
+def test_a_post_without_the_csrf_token_is_refused(owner):
+    job = _start(owner)
+    browser = Client(enforce_csrf_checks=True, headers={"accept": "text/html"})
+    browser.force_login(owner.user)
+    assert browser.post(LIST, {"query": "attention", "tenant": owner.tenant.slug}).status_code == 403
+    assert browser.post(f"{LIST}{job.pk}/cancel/").status_code == 403
+    assert (
+        browser.post(f"{LIST}{job.pk}/decide/", {"checkpoint": "plan", "decision": "approve"}).status_code
+        == 403
+    )
+    job.refresh_from_db()
+    assert job.state == JobState.RUNNING
+    assert Job.objects.count() == 1
