@@ -36,6 +36,7 @@ urlpatterns = [
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("accounts/", include("portal.urls")),
     path("conversations/", include("portal.conversation_urls")),
+    path("research/", include("portal.research_urls")),
     # Ahead of the admin's own URLs, so the admin's sign-in is throttled and audited like any other.
     path("admin/login/", AdminLoginView.as_view()),
     path("admin/", admin.site.urls),
