@@ -15,15 +15,25 @@ next request, not only the next start.
 
 from __future__ import annotations
 
+import json
 import logging
-from io import TextIOWrapper
+import os
 from typing import BinaryIO
 
 import anyio
+import anyio.to_thread
 from anyio.abc import ObjectReceiveStream, ObjectSendStream
-from mcp.server.stdio import stdio_server
 from mcp.shared.message import ServerMessageMetadata, SessionMessage
-from mcp_types import JSONRPCError, JSONRPCRequest
+from mcp_types import (
+    INVALID_REQUEST,
+    PARSE_ERROR,
+    ErrorData,
+    JSONRPCError,
+    JSONRPCMessage,
+    JSONRPCRequest,
+    jsonrpc_message_adapter,
+)
+from pydantic import ValidationError
 
 from accounts.models import Membership
 from accounts.scopes import scopes_for_role
@@ -31,6 +41,7 @@ from accounts.selectors import tenant_get, user_get
 from core.db import db_call
 from core.errors import AuthenticationFailed, GatehouseError, PermissionDenied
 from core.identity import Identity
+from mcp_gateway.asgi.envelope import BODY_TOO_LARGE, MAX_BODY_BYTES
 from mcp_gateway.endpoint import server_build
 from mcp_gateway.identity import request_for_identity
 from mcp_gateway.jsonrpc_errors import as_mcp_error
@@ -48,6 +59,8 @@ USER_INACTIVE = "The account {username!r} is disabled."
 TENANT_INACTIVE = "The tenant {slug!r} is deactivated."
 NOT_MEMBER = "{username!r} is not a member of {slug!r}."
 SCOPES_NOT_HELD = "The role {role!r} does not hold: {scopes}."
+NOT_JSON = "Parse error: a line that is not JSON."
+NOT_JSON_RPC = "Invalid request: not a JSON-RPC 2.0 message."
 
 
 def stdio_identity(*, username: str, tenant_slug: str, narrow_to: frozenset[str] | None = None) -> Identity:
@@ -99,14 +112,85 @@ async def stdio_serve(
     """Serve MCP on stdin and ``wire`` (the reserved stdout, ``core.stdio_wire``) until stdin ends."""
     server = server_build(registry=default_registry())
     lowlevel = server_lowlevel(server=server)
-    stdout = anyio.wrap_file(TextIOWrapper(wire, encoding="utf-8", write_through=True))
     caller = _Caller(username=username, tenant_slug=tenant_slug, narrow_to=narrow_to)
-    async with stdio_server(stdout=stdout) as (inbound, outbound):
-        stamped_send, stamped_receive = anyio.create_memory_object_stream[SessionMessage | Exception](0)
-        async with anyio.create_task_group() as tasks:
-            tasks.start_soon(caller.stamp, inbound, stamped_send, outbound)
-            await lowlevel.run(stamped_receive, outbound, lowlevel.create_initialization_options())
-            tasks.cancel_scope.cancel()
+    lines = _stdin_reserve()
+    inbound_send, inbound = anyio.create_memory_object_stream[SessionMessage | Exception](0)
+    outbound, outbound_receive = anyio.create_memory_object_stream[SessionMessage](0)
+    async with anyio.create_task_group() as tasks:
+        tasks.start_soon(caller.read, lines, inbound_send, outbound)
+        tasks.start_soon(_write, outbound_receive, wire)
+        await lowlevel.run(inbound, outbound, lowlevel.create_initialization_options())
+        tasks.cancel_scope.cancel()
+
+
+def _stdin_reserve() -> BinaryIO:
+    """The real stdin, for protocol only; fd 0 then reads the null device, so no child process a
+    tool starts can take the client's messages (as the SDK's own stdio transport does)."""
+    private = os.dup(0)
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.close(null)
+    return os.fdopen(private, "rb")
+
+
+async def _write(outbound: ObjectReceiveStream[SessionMessage], wire: BinaryIO) -> None:
+    # Python's encoder, not pydantic's: an answer that echoes an unpaired surrogate the client sent
+    # (an unknown tool's name) is still sent, escaped, where pydantic's refuses to encode it.
+    async with outbound:
+        async for item in outbound:
+            message = item.message.model_dump(by_alias=True, exclude_unset=True, mode="json")
+            line = json.dumps(message, separators=(",", ":")) + "\n"
+            await anyio.to_thread.run_sync(_write_line, wire, line.encode())
+
+
+def _write_line(wire: BinaryIO, line: bytes) -> None:
+    wire.write(line)
+    wire.flush()
+
+
+# Stands for a line over the limit, already skipped; it is never compared by value.
+_TOO_LARGE = b"\n"
+
+
+def _next_line(lines: BinaryIO) -> bytes:
+    """The next line (empty at the end of input), or ``_TOO_LARGE`` for one longer than an HTTP
+    request's body may be, read through to its end and dropped, so a client cannot make the
+    process hold more of one message than the endpoint would."""
+    line = lines.readline(MAX_BODY_BYTES + 1)
+    if len(line) <= MAX_BODY_BYTES or line.endswith(b"\n"):
+        return line
+    while (rest := lines.readline(MAX_BODY_BYTES)) and not rest.endswith(b"\n"):
+        pass
+    return _TOO_LARGE
+
+
+class _Unreadable(Exception):
+    def __init__(self, answer: JSONRPCError) -> None:
+        super().__init__(answer.error.message)
+        self.answer = answer
+
+
+def _parse(line: bytes) -> JSONRPCMessage:
+    """One line from the client as a message; raises ``_Unreadable`` with the error to answer.
+
+    The SDK's stdio transport parses with pydantic's JSON reader, which refuses an unpaired
+    surrogate escape (``\\ud800``) and drops the line unanswered, leaving the client waiting;
+    Python's reader takes it, as the HTTP endpoint's does, so the guard answers it as there."""
+    try:
+        raw = json.loads(line.decode("utf-8", errors="replace"))
+    except (ValueError, RecursionError):
+        raise _Unreadable(_error(None, PARSE_ERROR, NOT_JSON)) from None
+    try:
+        return jsonrpc_message_adapter.validate_python(raw)
+    except (ValidationError, RecursionError):
+        request_id = raw.get("id") if isinstance(raw, dict) else None
+        if not isinstance(request_id, int | str) or isinstance(request_id, bool):
+            request_id = None
+        raise _Unreadable(_error(request_id, INVALID_REQUEST, NOT_JSON_RPC)) from None
+
+
+def _error(request_id: int | str | None, code: int, message: str) -> JSONRPCError:
+    return JSONRPCError(jsonrpc="2.0", id=request_id, error=ErrorData(code=code, message=message))
 
 
 class _Caller:
@@ -117,37 +201,48 @@ class _Caller:
         self.tenant_slug = tenant_slug
         self.narrow_to = narrow_to
 
-    async def stamp(
+    async def read(
         self,
-        inbound: ObjectReceiveStream[SessionMessage | Exception],
-        stamped: ObjectSendStream[SessionMessage | Exception],
+        lines: BinaryIO,
+        inbound: ObjectSendStream[SessionMessage | Exception],
         outbound: ObjectSendStream[SessionMessage],
     ) -> None:
-        # Notifications and the client's answers pass as they are: they have no caller to check.
-        async with stamped:
-            async for item in inbound:
-                if isinstance(item, SessionMessage) and isinstance(item.message, JSONRPCRequest):
-                    request = item.message
-                    try:
-                        identity = await db_call(
-                            stdio_identity,
-                            username=self.username,
-                            tenant_slug=self.tenant_slug,
-                            narrow_to=self.narrow_to,
-                        )
-                    except Exception as error:
-                        if request.method not in _ANONYMOUS_METHODS:
-                            # Refused before the SDK, as HTTP's bearer layer refuses a dead token.
-                            await outbound.send(_refusal(request, error))
-                            continue
-                        identity = None
-                    item = SessionMessage(
-                        request,
-                        metadata=ServerMessageMetadata(
-                            request_context=request_for_identity(identity=identity)
-                        ),
-                    )
-                await stamped.send(item)
+        async with inbound:
+            while line := await anyio.to_thread.run_sync(_next_line, lines, abandon_on_cancel=True):
+                if line is _TOO_LARGE:
+                    await outbound.send(SessionMessage(_error(None, INVALID_REQUEST, BODY_TOO_LARGE)))
+                    continue
+                if not line.strip():
+                    continue
+                try:
+                    message = _parse(line)
+                except _Unreadable as unreadable:
+                    await outbound.send(SessionMessage(unreadable.answer))
+                    continue
+                if isinstance(message, JSONRPCRequest):
+                    answer = await self._stamped(message)
+                    if isinstance(answer, JSONRPCError):
+                        await outbound.send(SessionMessage(answer))
+                        continue
+                    await inbound.send(answer)
+                else:
+                    # Notifications and the client's answers pass as they are: no caller to check.
+                    await inbound.send(SessionMessage(message))
+
+    async def _stamped(self, request: JSONRPCRequest) -> SessionMessage | JSONRPCError:
+        """The request with its caller, read now, in its scope; or the refusal to answer it with."""
+        try:
+            identity: Identity | None = await db_call(
+                stdio_identity, username=self.username, tenant_slug=self.tenant_slug, narrow_to=self.narrow_to
+            )
+        except Exception as error:
+            if request.method not in _ANONYMOUS_METHODS:
+                # Refused before the SDK, as HTTP's bearer layer refuses a dead token.
+                return _refusal(request, error)
+            identity = None
+        return SessionMessage(
+            request, metadata=ServerMessageMetadata(request_context=request_for_identity(identity=identity))
+        )
 
 
 # What the guard lets through with no caller (the handshake and liveness), so a client can still
@@ -155,8 +250,7 @@ class _Caller:
 _ANONYMOUS_METHODS = frozenset({"initialize", "ping"})
 
 
-def _refusal(request: JSONRPCRequest, error: Exception) -> SessionMessage:
+def _refusal(request: JSONRPCRequest, error: Exception) -> JSONRPCError:
     if isinstance(error, GatehouseError):
         logger.warning("stdio request refused: %s", error.message)
-    translated = as_mcp_error(error)
-    return SessionMessage(JSONRPCError(jsonrpc="2.0", id=request.id, error=translated.error))
+    return JSONRPCError(jsonrpc="2.0", id=request.id, error=as_mcp_error(error).error)

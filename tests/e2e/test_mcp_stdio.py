@@ -20,9 +20,18 @@ from mcp.shared.exceptions import MCPError
 from accounts.models import Membership, Role, Tenant, User
 from accounts.selectors import NO_TENANT, NO_USER
 from core.models import AuditAction, AuditEvent, AuditOutcome
+from mcp_gateway.asgi.envelope import BODY_TOO_LARGE, MAX_BODY_BYTES
 from mcp_gateway.guard import UNKNOWN_TOOL, UNPAIRED_SURROGATE
 from mcp_gateway.management.commands.mcp_stdio import REFUSED_EXIT_CODE
-from mcp_gateway.stdio import NOT_MEMBER, SCOPES_NOT_HELD, STDIO_CLIENT_ID, TENANT_INACTIVE, USER_INACTIVE
+from mcp_gateway.stdio import (
+    NOT_JSON,
+    NOT_JSON_RPC,
+    NOT_MEMBER,
+    SCOPES_NOT_HELD,
+    STDIO_CLIENT_ID,
+    TENANT_INACTIVE,
+    USER_INACTIVE,
+)
 from tests.e2e.conftest import _in_own_thread
 from tests.e2e.harness import Person, sdk_client
 from tests.factories import MembershipFactory
@@ -180,9 +189,7 @@ async def test_calls_are_audited_with_the_stdio_client_and_no_application(server
         assert event.session_id == ""
 
 
-async def test_a_membership_removed_while_serving_refuses_the_next_request(
-    server, member, django_db_blocker
-):
+async def test_a_membership_removed_while_serving_refuses_the_next_request(server, member, django_db_blocker):
     membership = member(role=Role.ADMIN)
     async with stdio_client(server, membership.user.username, membership.tenant.slug) as client:
         await client.call_tool("whoami", {})
@@ -207,11 +214,15 @@ def assert_refused(result: subprocess.CompletedProcess[bytes], message: str) -> 
 
 
 def test_an_unknown_user_is_refused(server):
-    assert_refused(run_refused(server, "--user", "nobody", "--tenant", "acme"), NO_USER.format(username="nobody"))
+    assert_refused(
+        run_refused(server, "--user", "nobody", "--tenant", "acme"), NO_USER.format(username="nobody")
+    )
 
 
 def test_an_unknown_tenant_is_refused(server):
-    assert_refused(run_refused(server, "--user", "alice", "--tenant", "nowhere"), NO_TENANT.format(slug="nowhere"))
+    assert_refused(
+        run_refused(server, "--user", "alice", "--tenant", "nowhere"), NO_TENANT.format(slug="nowhere")
+    )
 
 
 def test_a_person_who_is_not_a_member_is_refused(server):
@@ -232,7 +243,9 @@ def test_a_disabled_account_is_refused(server, member):
 def test_a_deactivated_tenant_is_refused(server, member):
     membership = member(tenant__is_active=False)
     username, slug = membership.user.username, membership.tenant.slug
-    assert_refused(run_refused(server, "--user", username, "--tenant", slug), TENANT_INACTIVE.format(slug=slug))
+    assert_refused(
+        run_refused(server, "--user", username, "--tenant", slug), TENANT_INACTIVE.format(slug=slug)
+    )
 
 
 def test_scopes_the_role_does_not_hold_are_refused(server):
@@ -271,7 +284,7 @@ class RawSession:
         self.send(json.dumps(message).encode())
         return self.answer(id_)
 
-    def answer(self, id_: int) -> dict[str, Any]:
+    def answer(self, id_: int | None) -> dict[str, Any]:
         assert self.process.stdout is not None
         while True:
             line = self.process.stdout.readline()
@@ -283,7 +296,8 @@ class RawSession:
                 return message
 
     def close(self) -> bytes:
-        assert self.process.stdin is not None and self.process.stdout is not None
+        assert self.process.stdin is not None
+        assert self.process.stdout is not None
         self.process.stdin.close()
         rest = self.process.stdout.read()
         self.process.wait(timeout=60)
@@ -296,12 +310,18 @@ def test_hostile_input_gets_json_rpc_errors_and_stdout_carries_only_protocol(ser
         hello = session.request(
             1,
             "initialize",
-            {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}},
+            {
+                "protocolVersion": "2025-06-18",
+                "capabilities": {},
+                "clientInfo": {"name": "raw", "version": "1"},
+            },
         )
         assert "result" in hello
         session.send(b'{"jsonrpc":"2.0","method":"notifications/initialized"}')
 
-        nul = session.request(2, "tools/call", {"name": "set_display_name", "arguments": {"display_name": "a\x00b"}})
+        nul = session.request(
+            2, "tools/call", {"name": "set_display_name", "arguments": {"display_name": "a\x00b"}}
+        )
         assert nul["error"]["code"] == -32602
 
         session.send(
@@ -310,24 +330,41 @@ def test_hostile_input_gets_json_rpc_errors_and_stdout_carries_only_protocol(ser
         )
         surrogate = session.answer(3)
         assert surrogate["error"]["code"] == -32602
-        assert UNPAIRED_SURROGATE in json.dumps(surrogate["error"]["data"])
+        assert surrogate["error"]["data"]["errors"] == [
+            {"path": "/display_name", "message": UNPAIRED_SURROGATE}
+        ]
 
-        huge = session.request(4, "tools/call", {"name": "whoami", "arguments": {"padding": "x" * 2_000_000}})
-        assert "error" in huge or huge["result"].get("isError") is True
+        # As over HTTP: a message up to the body limit is read, a longer one refused unread.
+        large = session.request(
+            4, "tools/call", {"name": "whoami", "arguments": {"padding": "x" * 2_000_000}}
+        )
+        assert large["result"]["structuredContent"]["user"]["username"] == "alice"
+        session.send(
+            b'{"jsonrpc":"2.0","id":10,"method":"ping","params":{"p":"' + b"x" * MAX_BODY_BYTES + b'"}}'
+        )
+        assert session.answer(None)["error"] == {"code": -32600, "message": BODY_TOO_LARGE}
 
-        nested: Any = "deep"
-        for _ in range(3000):
-            nested = [nested]
-        deep = session.request(5, "tools/call", {"name": "whoami", "arguments": {"nested": nested}})
-        assert "error" in deep or deep["result"].get("isError") is True
+        # Deeper than Python's JSON reader goes is a parse error, without the id it could not read.
+        for depth in (500, 3000, 200_000):
+            session.send(
+                b'{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"whoami","arguments":{"nested":'
+                + b"[" * depth
+                + b"]" * depth
+                + b"}}}"
+            )
+            deep = session.answer(5 if depth == 500 else None)
+            assert "error" in deep or deep["result"]["structuredContent"]["user"]["username"] == "alice"
 
         unknown = session.request(6, "tools/call", {"name": "no\x00such\udfff", "arguments": {}})
         assert unknown["error"]["code"] == -32602
 
-        # Not JSON at all, and bytes that are not UTF-8: the transport skips them.
         session.send(b"{not json")
-        session.send(b'{"jsonrpc":"2.0","id":7,"method":"ping","params":{"x":"\xff\xfe"}}')
-        session.answer(7)
+        assert session.answer(None)["error"] == {"code": -32700, "message": NOT_JSON}
+        session.send(b'{"id": 7, "method": 12}')
+        assert session.answer(7)["error"] == {"code": -32600, "message": NOT_JSON_RPC}
+        # Bytes that are not UTF-8 are read as replacement characters.
+        session.send(b'{"jsonrpc":"2.0","id":9,"method":"ping","params":{"x":"\xff\xfe"}}')
+        assert session.answer(9)["result"] == {}
 
         alive = session.request(8, "tools/call", {"name": "whoami", "arguments": {}})
         assert alive["result"]["structuredContent"]["user"]["username"] == "alice"
