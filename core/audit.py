@@ -107,7 +107,8 @@ def _who_from_identity(identity: Identity | None) -> dict[str, Any]:
         "tenant_slug": identity.tenant_slug,
         "user_id": identity.user_id,
         "username": identity.username,
-        "application_id": identity.application_id,
+        # 0 is "no OAuth client" (a local stdio session), which has no row to point at.
+        "application_id": identity.application_id or None,
         "client_id": identity.client_id,
     }
 

@@ -7,11 +7,15 @@ static resource's function no Context at all (``MCPServer.resource`` refuses one
 for static resources is not supported"), so the request guard leaves the request being served
 where such a function finds it (``identity_from_current_request``): still that request's scope,
 never a second copy of the identity.
+
+Over stdio there is no HTTP request: ``mcp_gateway.stdio`` hands the SDK a ``ScopedRequest``, a
+scope with the same keys, so nothing above this module knows which transport carried the call.
 """
 
 from __future__ import annotations
 
 import contextvars
+from dataclasses import dataclass, field
 from typing import Any
 
 from mcp.server.mcpserver import Context
@@ -19,6 +23,22 @@ from mcp.server.mcpserver import Context
 from core.errors import AuthenticationFailed
 from core.identity import Identity
 from mcp_gateway.asgi.scope_keys import IDENTITY_KEY, SESSION_KEY
+
+
+@dataclass(frozen=True, slots=True)
+class ScopedRequest:
+    """What a transport with no HTTP request (stdio) hands the SDK as each request's
+    ``request_context``: just a scope, carrying the same keys ``asgi.auth`` puts in an HTTP one, so
+    every reader above (guard, audit trail, handlers) finds the caller the one way."""
+
+    scope: dict[str, Any] = field(default_factory=dict)
+
+
+def request_for_identity(*, identity: Identity | None) -> ScopedRequest:
+    """A request stand-in for ``identity``; with None, one that every guarded method refuses as
+    unauthenticated."""
+    return ScopedRequest(scope={IDENTITY_KEY: identity} if identity is not None else {})
+
 
 _request: contextvars.ContextVar[Any] = contextvars.ContextVar("gatehouse_resource_request", default=None)
 
