@@ -27,6 +27,7 @@ import time
 from argparse import ArgumentParser
 from typing import Any
 
+from django.core.management.base import CommandError
 from django.db import DatabaseError, connection
 from django_tasks_db.management.commands.db_worker import Command as DbWorkerCommand
 from django_tasks_db.management.commands.db_worker import Worker
@@ -77,9 +78,13 @@ class Command(DbWorkerCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         self.configure_logging(options["verbosity"])
+        if options["reload"]:
+            logger.warning("--reload is not supported by jobs_worker (it would restart steps); ignored")
         worker_id_set(options["worker_id"])
         queue_names = options["queue_name"].split(",")
         excluded = options["exclude_queues"].split(",") if options["exclude_queues"] else []
+        if excluded and "*" not in queue_names:
+            raise CommandError("--exclude-queues can only be used with --queue-name=*")
         worker = JobsWorker(
             queue_names=queue_names,
             interval=options["interval"],
