@@ -52,7 +52,36 @@ def jobs_recover(*, now: datetime | None = None) -> int:
             )
             if job is not None and _step_recover(job=job, now=now):
                 recovered += 1
+    _finished_steps_task_rows_close(stale=stale, now=now)
     return recovered
+
+
+def _finished_steps_task_rows_close(*, stale: datetime, now: datetime) -> None:
+    """Task rows left "running" by a worker that died after storing its step's outcome (or whose
+    job moved on without it): the job needs nothing, but the queue's view should not lie."""
+    from django_tasks_db.models import DBTaskResult
+
+    from jobs.steps import job_step_run
+
+    running = DBTaskResult.objects.filter(
+        status="RUNNING", task_path=job_step_run.module_path, started_at__lt=stale
+    ).only("pk", "args_kwargs", "worker_ids")
+    for task in running[:RECOVER_BATCH]:
+        kwargs = (task.args_kwargs or {}).get("kwargs", {})
+        job = Job.objects.filter(pk=kwargs.get("job_id")).values("state", "step_token").first()
+        if (
+            job is not None
+            and job["state"] == JobState.RUNNING
+            and str(job["step_token"]) == kwargs.get("token")
+        ):
+            # Still the job's step: alive (heartbeat) or recovered above once its lease passes.
+            continue
+        DBTaskResult.objects.filter(pk=task.pk, status="RUNNING").update(
+            status="FAILED",
+            finished_at=now,
+            exception_class_path=ABANDONED_EXCEPTION,
+            traceback=f"Its worker {(task.worker_ids or ['(unknown)'])[-1]} stopped; the job had moved on.\n",
+        )
 
 
 def _step_recover(*, job: Job, now: datetime) -> bool:

@@ -167,6 +167,21 @@ def test_a_task_left_running_by_a_worker_that_died_before_claiming_is_enqueued_a
     assert job.state == JobState.WAITING
 
 
+def test_a_task_left_running_after_its_outcome_was_stored_is_closed(owner, lease):
+    job = start(owner)
+    task = DBTaskResult.objects.get(pk=job.step_task_id)
+    task.claim("dies-after-storing")
+    assert run_task_directly(job, job.step_token) == "checkpoint review"
+    # The worker died before marking its task row: it says "running" still.
+    assert jobs_recover() == 0
+    assert DBTaskResult.objects.get(pk=task.pk).status == "RUNNING"
+    assert jobs_recover(now=timezone.now() + lease + timedelta(seconds=1)) == 0
+    closed = DBTaskResult.objects.get(pk=task.pk)
+    assert closed.status == "FAILED"
+    assert closed.exception_class_path == ABANDONED_EXCEPTION
+    assert Job.objects.get(pk=job.pk).state == JobState.WAITING
+
+
 def test_a_task_still_queued_is_left_alone(owner, lease):
     job = start(owner)
     assert jobs_recover(now=timezone.now() + lease * 10) == 0
