@@ -122,10 +122,11 @@ def job_cancel(*, tenant_id: int, user_id: int, job_id: object) -> Job:
     return job
 
 
-def step_enqueue(*, job: Job, step: str) -> None:
+def step_enqueue(*, job: Job, step: str, attempts: int = 0) -> None:
     """Make ``step`` the job's next step under a new token and enqueue its task; saves the job.
 
-    Call inside a transaction: the task row and the job row commit together.
+    Call inside a transaction: the task row and the job row commit together. ``attempts`` carries
+    the claims a recovered step already had (``jobs.recovery``); a new step starts at 0.
     """
     from jobs.steps import job_step_run
 
@@ -135,7 +136,7 @@ def step_enqueue(*, job: Job, step: str) -> None:
     job.step_token = token
     job.step_worker = ""
     job.step_heartbeat = None
-    job.step_attempts = 0
+    job.step_attempts = attempts
     job.checkpoint_kind = ""
     job.checkpoint = None
     result = job_step_run.enqueue(job_id=str(job.id), token=str(token))

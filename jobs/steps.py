@@ -6,6 +6,10 @@ task of a cancelled job, or a task the recovery replaced does nothing, and two w
 same step. While the kind works, a thread renews the claim's heartbeat; a worker that dies stops
 renewing it, and ``jobs.recovery`` enqueues the step again under a new token. The outcome is
 written with the same condition, so a step whose job was cancelled meanwhile changes nothing.
+
+A lost database connection never kills the worker nor fails the job: the claim and the outcome are
+retried on a new connection a few times; a kind whose own queries lose the database leaves its step
+claimed, and once the heartbeat has stopped for a lease the recovery runs it again.
 """
 
 from __future__ import annotations
@@ -14,9 +18,12 @@ import logging
 import os
 import socket
 import threading
+import time
+from collections.abc import Callable
 from datetime import timedelta
+from typing import TypeVar
 
-from django.db import close_old_connections, connection, transaction
+from django.db import InterfaceError, OperationalError, close_old_connections, connection, transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
@@ -28,6 +35,13 @@ from jobs.kinds import Checkpoint, Complete, JobFailed, NextStep, StepOutcome, j
 from jobs.models import PROGRESS_MESSAGE_MAX_CHARS, Job, JobState
 
 logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+# A database that went away (restarted, failed over, network cut): the connection is dead, the
+# query did not run or its transaction was rolled back. Anything else is a bug, not retried.
+CONNECTION_ERRORS = (OperationalError, InterfaceError)
+DB_RETRY_ATTEMPTS = 5
+DB_RETRY_FIRST_DELAY_SECONDS = 0.2
 
 STEP_FAILED = "The step failed unexpectedly. It has been logged; start a new search or contact the operator."
 _worker_id = f"{socket.gethostname()[:40]}:{os.getpid()}"
@@ -48,9 +62,9 @@ def job_step_run(*, job_id: str, token: str) -> str:
     """Run the step ``token`` names, if it is still the job's; returns what happened (for the
     task's own result row: "claimed elsewhere", "checkpoint plan", ...)."""
     worker = worker_id()
-    if not step_claim(job_id=job_id, token=token, worker=worker):
+    if not db_retry(lambda: step_claim(job_id=job_id, token=token, worker=worker)):
         return "not claimed"
-    job = Job.objects.get(pk=job_id)
+    job = db_retry(lambda: Job.objects.get(pk=job_id))
     stop = threading.Event()
     beat = threading.Thread(
         target=_heartbeat,
@@ -63,7 +77,29 @@ def job_step_run(*, job_id: str, token: str) -> str:
     finally:
         stop.set()
         beat.join()
-    return step_finish(job_id=job_id, token=token, worker=worker, outcome=outcome)
+    if isinstance(outcome, _DatabaseLost):
+        # Not the job's fault: left claimed; the recovery runs it again once the lease has passed.
+        return "left for recovery: the database connection was lost"
+    return db_retry(lambda: step_finish(job_id=job_id, token=token, worker=worker, outcome=outcome))
+
+
+def db_retry(operation: Callable[[], T]) -> T:
+    """``operation`` again on a new connection while the database is unreachable, a few times.
+
+    Every operation retried here is one conditional statement or one transaction, so a retry after
+    an ambiguous commit finds the token moved on and changes nothing."""
+    delay = DB_RETRY_FIRST_DELAY_SECONDS
+    for attempt in range(1, DB_RETRY_ATTEMPTS + 1):
+        try:
+            return operation()
+        except CONNECTION_ERRORS:
+            if attempt == DB_RETRY_ATTEMPTS or connection.in_atomic_block:
+                raise
+            logger.warning("Database unreachable (attempt %d); trying again", attempt, exc_info=True)
+            connection.close()
+            time.sleep(delay)
+            delay *= 2
+    raise AssertionError("unreachable")
 
 
 def step_claim(*, job_id: str, token: str, worker: str) -> bool:
@@ -83,11 +119,18 @@ def _heartbeat(*, job_id: str, token: str, worker: str, stop: threading.Event) -
     interval = max(0.2, gatehouse_settings.JOBS_STEP_LEASE_SECONDS / 4)
     try:
         while not stop.wait(interval):
-            Job.objects.filter(pk=job_id, step_token=token, step_worker=worker).update(
-                step_heartbeat=timezone.now()
-            )
-    except Exception:
-        logger.warning("Could not renew the heartbeat of job %s", job_id, exc_info=True)
+            try:
+                renewed = Job.objects.filter(pk=job_id, step_token=token, step_worker=worker).update(
+                    step_heartbeat=timezone.now()
+                )
+            except Exception:
+                # A missed beat is not fatal: the lease is four beats long. Try on a new connection.
+                logger.warning("Could not renew the heartbeat of job %s", job_id, exc_info=True)
+                connection.close()
+                continue
+            if not renewed:
+                # Cancelled or taken over: the outcome will be dropped; nothing left to keep alive.
+                return
     finally:
         connection.close()
 
@@ -97,7 +140,11 @@ class _Failed:
         self.error = error
 
 
-def _run(*, job: Job) -> StepOutcome | _Failed:
+class _DatabaseLost:
+    pass
+
+
+def _run(*, job: Job) -> StepOutcome | _Failed | _DatabaseLost:
     from jobs.services import job_view
 
     def report(message: str) -> None:
@@ -109,6 +156,12 @@ def _run(*, job: Job) -> StepOutcome | _Failed:
         return job_kind_get(job.kind).run_step(job=job_view(job), step=job.step, report=report)
     except JobFailed as failure:
         return _Failed(failure.message)
+    except CONNECTION_ERRORS:
+        logger.warning(
+            "Step %r of job %s lost the database; left for recovery", job.step, job.pk, exc_info=True
+        )
+        connection.close()
+        return _DatabaseLost()
     except Exception:
         logger.exception("Step %r of job %s (%s) failed", job.step, job.pk, job.kind)
         close_old_connections()

@@ -13,11 +13,14 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import secrets
 import shlex
 import socket
 import sqlite3
 import subprocess
+import time
+from pathlib import Path
 
 import httpx
 import httpx2
@@ -34,6 +37,7 @@ from tests.fresh_clone.make_run import (
     banner_password,
     free_port,
     listening,
+    newcomer_env,
     own_lines,
 )
 
@@ -266,10 +270,15 @@ async def _refresh_in_parallel(
 async def test_a_second_make_run_reuses_the_virtualenv_the_database_and_the_password(fresh, request):
     first = fresh.runs[0]
     previous = fresh.serving()
+    # make run's jobs worker runs beside the server, and stops with it: no orphan left behind.
+    workers = await asyncio.to_thread(_jobs_workers_of, fresh)
     await asyncio.to_thread(previous.stop)
     assert not listening(fresh.port)
+    assert not [pid for pid in workers if _alive(pid)], "the jobs worker outlived make run"
     second = fresh.make_run("warm")
     warm = await asyncio.to_thread(second.wait_healthy, timeout=WARM_START_LIMIT_SECONDS)
+    # The new worker takes a job's first step: it reaches its first checkpoint.
+    assert await asyncio.to_thread(_literature_job_first_checkpoint, fresh) == "waiting plan"
     report(
         request,
         f"start to /health: cold {first.figures['healthy_seconds']:.1f} s (virtualenv "
@@ -291,6 +300,67 @@ async def test_a_second_make_run_reuses_the_virtualenv_the_database_and_the_pass
     # The password of the first run still signs alice in: the database and its people were kept.
     whoami = await _alice_whoami(second, fresh.password)
     assert whoami["user"]["username"] == "alice"
+
+
+def _jobs_workers_of(fresh: FreshInstall, *, timeout: float = 60) -> list[int]:
+    """The ``manage.py jobs_worker`` processes running in the clone (make run's child)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        found = []
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit():
+                continue
+            try:
+                command = (entry / "cmdline").read_bytes()
+                directory = os.readlink(entry / "cwd")
+            except OSError:
+                continue
+            if b"jobs_worker" in command and Path(directory) == fresh.directory:
+                found.append(int(entry.name))
+        if found or time.monotonic() > deadline:
+            assert found, "make run started no jobs worker"
+            return found
+        time.sleep(0.2)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
+    except OSError:
+        return False
+
+
+_FIRST_CHECKPOINT = """
+import time
+from accounts.models import Membership
+from jobs.models import Job
+from jobs.services import job_start
+alice = Membership.objects.get(user__username="alice")
+job = job_start(tenant_id=alice.tenant_id, user_id=alice.user_id, kind="literature_search",
+                job_input={"query": "attention"})
+deadline = time.monotonic() + 60
+while time.monotonic() < deadline:
+    job = Job.objects.get(pk=job.pk)
+    if job.state != "running":
+        break
+    time.sleep(0.2)
+print(job.state, job.checkpoint_kind)
+"""
+
+
+def _literature_job_first_checkpoint(fresh: FreshInstall) -> str:
+    """A literature search started in the clone's database, as it stands after at most a minute."""
+    done = subprocess.run(
+        [str(fresh.directory / ".venv" / "bin" / "python"), "manage.py", "shell", "-c", _FIRST_CHECKPOINT],
+        cwd=fresh.directory,
+        env=newcomer_env(SECRET_KEY_FILE=".local/secret_key"),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip().splitlines()[-1]
 
 
 # The manage.py commands the README and the banner document, on this install, as written.

@@ -5,7 +5,8 @@ DEMO_LLM_MODEL litellm cannot route, a busy port and a database that does not an
 ``preflight`` checks them) each stop it with one line and exit 1, before anything changes. Then
 migrate, collectstatic and the demo, each skipped when already done, how to sign in, and Daphne
 serving config.asgi as it would in a process of its own: Django's start (imports, app loading) is
-paid once instead of twice.
+paid once instead of twice. Beside Daphne, a ``manage.py jobs_worker`` child runs the job steps;
+the two stop together (portal.run_worker).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from portal.run_prepare import (
     run_summary,
     static_collect_if_changed,
 )
+from portal.run_worker import run_worker_start, run_worker_stop
 
 
 class Command(BaseCommand):
@@ -46,7 +48,7 @@ class Command(BaseCommand):
         parser.add_argument(
             "--serve",
             action="store_true",
-            help="Then start the server (Daphne) in this process, as make run does.",
+            help="Then start the server (Daphne) here and a jobs worker beside it, as make run does.",
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
@@ -93,8 +95,14 @@ def serve(*, port: int) -> None:
     process: Django is set up already, which is half of a warm start's time."""
     # The server's threads open their own connections; this one's work is done.
     connections.close_all()
-    # -v 0: Daphne's own access log is plain text with query strings (OAuth codes); Gatehouse logs JSON.
-    CommandLineInterface().run(["-v", "0", "-b", BIND_HOST, "-p", str(port), "config.asgi:application"])
+    worker = run_worker_start()
+    try:
+        # -v 0: Daphne's access log is plain text with query strings (OAuth codes); Gatehouse logs JSON.
+        CommandLineInterface().run(["-v", "0", "-b", BIND_HOST, "-p", str(port), "config.asgi:application"])
+    finally:
+        run_worker_stop(worker)
+    if worker.died.is_set():
+        raise SystemExit(1)
 
 
 def manage_command() -> str:
