@@ -13,7 +13,8 @@ The recordings (tests/research/recordings/) are in each API's documented shape. 
           "RESEARCH_ARXIV_URL": server.url_for("arxiv"),         # http://127.0.0.1:PORT/arxiv/api/query
       }
       server.set_mode("crossref", "error")   # that source answers HTTP 500 from now on
-      server.set_mode("arxiv", "hang")       # that source waits hang_seconds before answering
+      server.set_mode("arxiv", "hang")       # that source waits hang_seconds, then answers
+      server.set_mode("arxiv", "hang", hang_seconds=3)   # ... or this source's own delay
       server.set_mode("arxiv", "ok")         # back to the recordings
       server.requests("openalex")            # [(path, {param: [values]}), ...] it was asked
       server.stop()                          # also releases requests still hanging
@@ -218,6 +219,7 @@ class ReplayServer:
     def __init__(self, *, hang_seconds: float = 30.0) -> None:
         self.hang_seconds = hang_seconds
         self._modes = dict.fromkeys(SOURCES, "ok")
+        self._delays = dict.fromkeys(SOURCES, hang_seconds)
         self._requests: dict[str, list[tuple[str, dict[str, list[str]]]]] = {s: [] for s in SOURCES}
         self._lock = threading.Lock()
         self._stopping = threading.Event()
@@ -252,11 +254,13 @@ class ReplayServer:
         """RESEARCH_OPENALEX_URL, RESEARCH_CROSSREF_URL and RESEARCH_ARXIV_URL for this server."""
         return replay_urls(self.base_url)
 
-    def set_mode(self, source: str, mode: str) -> None:
+    def set_mode(self, source: str, mode: str, *, hang_seconds: float | None = None) -> None:
+        """``hang_seconds``: this source's delay in "hang" mode (default: the server's)."""
         if source not in SOURCES or mode not in MODES:
             raise ValueError(f"source one of {SOURCES}, mode one of {MODES}")
         with self._lock:
             self._modes[source] = mode
+            self._delays[source] = self.hang_seconds if hang_seconds is None else hang_seconds
 
     def requests(self, source: str) -> list[tuple[str, dict[str, list[str]]]]:
         with self._lock:
@@ -283,9 +287,10 @@ class ReplayServer:
         else:
             source, path, query = split
             with self._lock:
-                mode = self._modes[source]
+                mode, delay = self._modes[source], self._delays[source]
                 self._requests[source].append((path, query))
-            if mode == "hang" and self._stopping.wait(self.hang_seconds):
+            # After the delay it answers from the recordings; stop() ends the wait at once.
+            if mode == "hang" and self._stopping.wait(delay):
                 return
             if mode == "error":
                 status, content_type, body = 500, "text/plain", b"Internal Server Error"

@@ -60,3 +60,10 @@ def test_unknown_sources_and_modes_are_refused(server: ReplayServer) -> None:
         server.set_mode("library", "error")
     with pytest.raises(ValueError, match="source one of"):
         server.set_mode("arxiv", "slow")
+
+
+def test_a_short_hang_delays_the_answer_without_failing_it(server: ReplayServer) -> None:
+    server.set_mode("openalex", "hang", hang_seconds=0.2)
+
+    assert source_get("openalex").search(plan=PLAN, tenant_id=1, limit=3)
+    assert len(server.requests("openalex")) == 1
