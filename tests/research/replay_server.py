@@ -12,6 +12,7 @@ The recordings (tests/research/recordings/) are in each API's documented shape. 
           "RESEARCH_CROSSREF_URL": server.url_for("crossref"),   # http://127.0.0.1:PORT/crossref
           "RESEARCH_ARXIV_URL": server.url_for("arxiv"),         # http://127.0.0.1:PORT/arxiv/api/query
       }
+      server.settings()                      # the same three keys as one dict
       server.set_mode("crossref", "error")   # that source answers HTTP 500 from now on
       server.set_mode("arxiv", "hang")       # that source waits hang_seconds, then answers
       server.set_mode("arxiv", "hang", hang_seconds=3)   # ... or this source's own delay
