@@ -375,6 +375,14 @@ GATEHOUSE: dict[str, Any] = {
     # The literature search (research): the sources this deployment offers (a closed network keeps
     # only "library", the tenant's own BibTeX library).
     "RESEARCH_SOURCES": env_list("RESEARCH_SOURCES", default=["openalex", "crossref", "arxiv", "library"]),
+    # Where the public sources answer (tests point them at tests/research/replay_server.py), how long
+    # one request may take, and the address sent to OpenAlex's and Crossref's "polite pools" (unset:
+    # none is sent, and those services may answer more slowly).
+    "RESEARCH_OPENALEX_URL": env_str("RESEARCH_OPENALEX_URL", default="https://api.openalex.org"),
+    "RESEARCH_CROSSREF_URL": env_str("RESEARCH_CROSSREF_URL", default="https://api.crossref.org"),
+    "RESEARCH_ARXIV_URL": env_str("RESEARCH_ARXIV_URL", default="https://export.arxiv.org/api/query"),
+    "RESEARCH_HTTP_TIMEOUT_SECONDS": env_int("RESEARCH_HTTP_TIMEOUT_SECONDS", default=15, minimum=1),
+    "RESEARCH_CONTACT_EMAIL": env_optional("RESEARCH_CONTACT_EMAIL"),
     # Connections per worker for the query every MCP request makes (core.db).
     "MCP_DB_POOL_SIZE": env_int("MCP_DB_POOL_SIZE", default=4, minimum=1),
     # Diagnostics: count every SQL query this process runs and report the total when it exits.

@@ -1,5 +1,6 @@
 """The demo: tenants acme and globex, the people alice, bob and carol, acme's sample data and
-(optionally) its language model, and globex's demo upstream MCP server (``upstreams.demo``).
+(optionally) its language model, globex's demo upstream MCP server (``upstreams.demo``), and both
+tenants' libraries of papers (``research.demo``).
 ``bootstrap_demo`` and ``make run`` (``prepare_run``) create it.
 
 Safe to run on every start, and cheap when everything exists: what is there is left as it is. The
@@ -22,6 +23,7 @@ from accounts.services import membership_ensure, tenant_ensure, user_ensure
 from data_agent.models import Ontology
 from data_agent.sample import sample_database_ensure
 from language_models.services import language_model_ensure_default
+from research.demo import library_demo_ensure
 from upstreams.demo import upstream_demo_register
 from upstreams.models import Upstream
 from workflows.demo import workflow_demo_ensure
@@ -90,6 +92,8 @@ def demo_ensure(*, password: str | None, reset_existing: bool, language_model: s
         )
         if language_model:
             language_model_ensure_default(tenant=tenants["acme"], name=DEMO_MODEL_NAME, model=language_model)
+        for tenant in tenants.values():
+            library_demo_ensure(tenant_id=tenant.pk)
     # Outside the transaction: the sample database is filled over connections of its own.
     ontology = sample_database_ensure(tenant=tenants["acme"])
     # Over the sample database's ontology, so after it.

@@ -33,6 +33,7 @@ from oauth.models import (
     ServiceClient,
 )
 from oauth.service_clients import service_client_create
+from research.models import LibraryPaper
 from tests.admin_support import admin_url
 from tests.factories import (
     AccessTokenFactory,
@@ -106,6 +107,12 @@ MAKERS: dict[type[Model], Callable[[], Model]] = {
     SessionBinding: lambda: SessionBindingFactory.create(),
     LlmBudget: lambda: LlmBudgetFactory.create(),
     LlmUsage: lambda: LlmUsageFactory.create(),
+    LibraryPaper: lambda: LibraryPaper.objects.create(
+        tenant=TenantFactory.create(),
+        title="Deep learning",
+        title_key="deep learning",
+        doi="10.1038/nature14539",
+    ),
     Upstream: lambda: Upstream.objects.create(
         tenant=TenantFactory.create(), name="docs", url="http://127.0.0.1:9/mcp", tool_names=["echo"]
     ),

@@ -4,6 +4,7 @@ import pytest
 from django.core.management import call_command
 
 from accounts.models import Membership, Tenant, User
+from research.models import LibraryPaper
 
 pytestmark = pytest.mark.django_db
 
@@ -202,3 +203,28 @@ def test_a_demo_server_that_cannot_start_is_said_in_one_line_and_the_rest_of_the
     lines = out.getvalue().splitlines()
     assert demo.DEMO_NOT_STARTED in lines
     assert User.objects.filter(username__in=DEMO_USERNAMES).count() == 3
+
+
+def _libraries() -> list[tuple[str, int]]:
+    return sorted(
+        (slug, LibraryPaper.objects.filter(tenant__slug=slug).count()) for slug in ("acme", "globex")
+    )
+
+
+def test_the_demo_fills_both_tenants_libraries_with_a_real_bibliography_once(monkeypatch):
+    monkeypatch.setenv("DEMO_PASSWORD", "a-demo-password")
+    call_command("bootstrap_demo")
+    first = _libraries()
+    updated = dict(LibraryPaper.objects.values_list("pk", "updated"))
+    call_command("bootstrap_demo")
+
+    assert first == [("acme", 24), ("globex", 24)]
+    assert _libraries() == first
+    assert dict(LibraryPaper.objects.values_list("pk", "updated")) == updated
+    attention = LibraryPaper.objects.get(tenant__slug="acme", doi="10.48550/arxiv.1706.03762")
+    assert attention.title == "Attention Is All You Need"
+    assert "Łukasz Kaiser" in attention.authors
+    assert LibraryPaper.objects.get(tenant__slug="globex", doi="10.1162/neco.1997.9.8.1735").authors == [
+        "Sepp Hochreiter",
+        "Jürgen Schmidhuber",
+    ]
