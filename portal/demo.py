@@ -23,7 +23,7 @@ from accounts.services import membership_ensure, tenant_ensure, user_ensure
 from data_agent.models import Ontology
 from data_agent.sample import sample_database_ensure
 from language_models.services import language_model_ensure_default
-from research.demo import library_demo_ensure
+from research.demo import research_demo_ensure
 from upstreams.demo import upstream_demo_register
 from upstreams.models import Upstream
 from workflows.demo import workflow_demo_ensure
@@ -93,7 +93,7 @@ def demo_ensure(*, password: str | None, reset_existing: bool, language_model: s
         if language_model:
             language_model_ensure_default(tenant=tenants["acme"], name=DEMO_MODEL_NAME, model=language_model)
         for tenant in tenants.values():
-            library_demo_ensure(tenant_id=tenant.pk)
+            research_demo_ensure(tenant=tenant)
     # Outside the transaction: the sample database is filled over connections of its own.
     ontology = sample_database_ensure(tenant=tenants["acme"])
     # Over the sample database's ontology, so after it.

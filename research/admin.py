@@ -8,6 +8,7 @@ from typing import Any
 from django import forms
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
+from django.db import models
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
@@ -43,6 +44,8 @@ class LibraryPaperAdmin(admin.ModelAdmin):
     search_fields = ("title", "doi", "bibtex_key", "venue")
     readonly_fields = ("title_key", "created", "updated")
     ordering = ("tenant__slug", "title")
+    # A bare host is read as https, as Django 6 will by default.
+    formfield_overrides = {models.URLField: {"assume_scheme": "https"}}
 
     def get_urls(self) -> list[URLPattern]:
         own = [

@@ -3,6 +3,7 @@ staff with the right permissions get in."""
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
@@ -15,12 +16,15 @@ from django.db.models import Model
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils import timezone
+from django_tasks_db.models import DBTaskResult
 from oauth2_provider.models import Application, get_id_token_model
 
 from accounts.models import Membership, Tenant, User
 from conversations.models import Conversation, SessionBinding, Turn
 from core.models import AuditEvent, RateLimitRule
 from data_agent.models import AgentPreference, Dataset, DataSource, Ontology
+from jobs.models import Job, JobState
+from jobs.steps import job_step_run
 from language_models.models import LanguageModel
 from llm_gateway.models import LlmBudget, LlmUsage
 from mcp_gateway.models import McpSession, TenantToolset
@@ -74,6 +78,18 @@ def _id_token() -> Model:
     )
 
 
+def _task_result() -> DBTaskResult:
+    enqueued = job_step_run.enqueue(job_id=str(uuid.uuid4()), token=str(uuid.uuid4()))
+    return DBTaskResult.objects.get(pk=enqueued.id)
+
+
+def _job() -> Job:
+    membership = MembershipFactory.create()
+    return Job.objects.create(
+        tenant=membership.tenant, user=membership.user, kind="literature_search", input={"query": "x"}
+    )
+
+
 def _workflow() -> Workflow:
     return Workflow.objects.create(tenant=TenantFactory.create(), name="Sales analyst")
 
@@ -116,6 +132,8 @@ MAKERS: dict[type[Model], Callable[[], Model]] = {
     Upstream: lambda: Upstream.objects.create(
         tenant=TenantFactory.create(), name="docs", url="http://127.0.0.1:9/mcp", tool_names=["echo"]
     ),
+    Job: lambda: _job(),
+    DBTaskResult: lambda: _task_result(),
 }
 REGISTERED = sorted(admin.site._registry, key=lambda model: model._meta.label)
 
@@ -217,6 +235,7 @@ CUSTOM_ACTIONS: dict[type[Model], set[str]] = {
     LanguageModel: {"test_model"},
     LlmUsage: {"export_csv"},
     Upstream: {"test_connection"},
+    Job: {"cancel_jobs"},
 }
 
 
@@ -234,6 +253,19 @@ def test_every_action_is_known_and_delete_selected_deletes(client, operator, ope
     )
     assert response.status_code == 302
     assert not model.objects.filter(pk=obj.pk).exists()
+
+
+def test_an_operator_cancels_running_and_waiting_jobs_and_leaves_finished_ones(client, operator):
+    running, waiting, complete = _job(), _job(), _job()
+    Job.objects.filter(pk=waiting.pk).update(state=JobState.WAITING, checkpoint_kind="plan")
+    Job.objects.filter(pk=complete.pk).update(state=JobState.COMPLETE)
+    response = client.post(
+        admin_url(Job, "changelist"),
+        {"action": "cancel_jobs", "_selected_action": [running.pk, waiting.pk, complete.pk]},
+    )
+    assert response.status_code == 302
+    states = dict(Job.objects.values_list("pk", "state"))
+    assert states == {running.pk: "cancelled", waiting.pk: "cancelled", complete.pk: "complete"}
 
 
 def test_a_non_staff_user_cannot_export_the_audit_trail(client):

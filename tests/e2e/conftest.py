@@ -300,26 +300,33 @@ def person_of(membership: Membership) -> Person:
 
 @pytest.fixture
 def tenant_toolset(django_db_blocker):
-    """Turn a toolset on or off for a tenant, as the admin inline would; undone after the test.
-    Written directly: this test process need not serve the toolset itself."""
-    touched: list[tuple[str, str]] = []
+    """Turn a toolset on or off for a tenant, as the admin inline would; put back as it was after
+    the test (the demo's own settings included). Written directly: this test process need not serve
+    the toolset itself."""
+    before: dict[tuple[str, str], bool | None] = {}
 
     def switch(tenant_slug: str, toolset: str, *, enabled: bool) -> None:
-        def write() -> None:
+        def write() -> bool | None:
             tenant = Tenant.objects.get(slug=tenant_slug)
+            row = TenantToolset.objects.filter(tenant=tenant, toolset=toolset).first()
             TenantToolset.objects.update_or_create(
                 tenant=tenant, toolset=toolset, defaults={"enabled": enabled}
             )
+            return row.enabled if row is not None else None
 
         with django_db_blocker.unblock():
-            _in_own_thread(write)
-        touched.append((tenant_slug, toolset))
+            was = _in_own_thread(write)
+        before.setdefault((tenant_slug, toolset), was)
 
     yield switch
 
     def undo() -> None:
-        for tenant_slug, toolset in touched:
-            TenantToolset.objects.filter(tenant__slug=tenant_slug, toolset=toolset).delete()
+        for (tenant_slug, toolset), was in before.items():
+            rows = TenantToolset.objects.filter(tenant__slug=tenant_slug, toolset=toolset)
+            if was is None:
+                rows.delete()
+            else:
+                rows.update(enabled=was)
 
     with django_db_blocker.unblock():
         _in_own_thread(undo)

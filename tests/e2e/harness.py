@@ -285,7 +285,11 @@ VIEWER_WORKFLOW_TOOLS = [
     "activate_conversation",
     "post_feedback",
 ]
-ACME_VIEWER_TOOLS = ["whoami", "get_data_preferences", *VIEWER_WORKFLOW_TOOLS]
+# The demo turns the research toolset on for acme and globex: a viewer (mcp:read) may follow and
+# export searches, not start or decide them.
+VIEWER_RESEARCH_TOOLS = ["get_session", "export_results"]
+RESEARCH_TOOLS = {*VIEWER_RESEARCH_TOOLS, "search_papers", "decide", "cancel_session"}
+ACME_VIEWER_TOOLS = ["whoami", "get_data_preferences", *VIEWER_WORKFLOW_TOOLS, *VIEWER_RESEARCH_TOOLS]
 ACME_VIEWER_SCOPE = "mcp:read ontologies:read workflows:read workflows:run"
 # What globex's people see of the demo's upstream MCP server (bootstrap_demo registers it; it asks
 # only for mcp:read, so every role sees them).
@@ -299,6 +303,7 @@ ACME_ADMIN_TOOLS = {
     "set_data_preferences",
     *VIEWER_WORKFLOW_TOOLS,
     "invoke_agent",
+    *RESEARCH_TOOLS,
 }
 
 

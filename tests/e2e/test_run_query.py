@@ -15,7 +15,7 @@ from data_agent.models import Ontology
 from data_agent.sample import ONTOLOGY_NAME
 from data_agent.selectors import data_source_url
 from mcp_gateway.tool_results import TEXT_JSON_MAX_BYTES
-from tests.e2e.harness import Person, sdk_client
+from tests.e2e.harness import RESEARCH_TOOLS, Person, sdk_client
 from tests.e2e.stamping import StampingTransport, audit_events
 
 pytestmark = pytest.mark.django_db
@@ -123,11 +123,13 @@ async def test_every_structured_answer_repeats_its_structured_content_as_text(se
     async with sdk_client(server, Person("alice")) as (client, _):
         listed = {t.name: t for t in (await client.list_tools()).tools}
         # ask_question's and invoke_agent's answers are checked in test_ask_question and
-        # test_workflow_tools (they need a scripted model); activate_conversation's there too.
+        # test_workflow_tools (they need a scripted model); activate_conversation's there too; the
+        # research tools' in test_research_tools (they need a jobs worker).
         assert {name for name, t in listed.items() if t.output_schema} == {name for name, _ in calls} | {
             "ask_question",
             "invoke_agent",
             "activate_conversation",
+            *RESEARCH_TOOLS,
         }
         for name, arguments in calls:
             result = await client.call_tool(name, arguments)
