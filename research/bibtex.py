@@ -305,20 +305,63 @@ _ESCAPES = {
     "_": r"\_",
     "~": r"\textasciitilde{}",
     "^": r"\textasciicircum{}",
-    # LaTeX ligatures (-- ---, `` '', ?` !`) would change the text: each in its own group.
-    "-": "{-}",
-    "`": "{`}",
-    "'": "{'}",
-    "?": "{?}",
-    "!": "{!}",
 }
+# LaTeX ligatures (-- ---, `` '', ?` !`) would change the text: a character that would start or
+# join one goes in its own group; a lone hyphen or apostrophe stays as it is.
+_LIGATURE_PARTS = re.compile(r"-(?=-)|(?<=-)-|`(?=`)|(?<=`)`|'(?=')|(?<=')'|[?!](?=`)|(?<=[?!])`")
+# A person's name BibTeX can take as "Family, Given": words only, no comma, brace or "and".
+_PLAIN_NAME = re.compile(r"^[^\W\d_][\w.'\-]*(?: [^\W\d_][\w.'\-]*)+$")
+_PARTICLES = frozenset(
+    {
+        "van",
+        "von",
+        "der",
+        "den",
+        "de",
+        "del",
+        "della",
+        "di",
+        "da",
+        "du",
+        "le",
+        "la",
+        "ten",
+        "ter",
+        "dos",
+        "das",
+    }
+)
 _SAFE_DOI = re.compile(r"^10\.\d{4,9}/[A-Za-z0-9./;:()\[\]<>+_-]+$")
 _STOPWORDS = frozenset({"a", "an", "the", "on", "of", "in", "for", "to", "and", "with", "from", "by", "at"})
 
 
 def latex_escaped(value: str) -> str:
     text = " ".join(text_cleaned(value).split())
-    return "".join(_ESCAPES.get(ch, ch) for ch in text)
+    grouped = _LIGATURE_PARTS.sub(lambda match: "\x00" + match.group() + "\x01", text)
+    escaped = "".join(_ESCAPES.get(ch, ch) for ch in grouped)
+    return escaped.replace("\x00", "{").replace("\x01", "}")
+
+
+def _plain_name(text: str) -> bool:
+    words = text.casefold().split(" ")
+    return bool(_PLAIN_NAME.match(text)) and "and" not in words and "others" not in words
+
+
+def _bibtex_name(name: str) -> str:
+    """A person's name as BibTeX reads one: "Family, Given" (reference managers split it right),
+    with a family name's particles kept ("van der Berg, Jan"); anything else (an organisation, a
+    name with a comma) in braces, as one name."""
+    plain = " ".join(text_cleaned(name).split())
+    family, comma, given = plain.partition(", ")
+    if comma and "," not in given and _plain_name(f"{given} {family}"):
+        return f"{latex_escaped(family)}, {latex_escaped(given)}"
+    if not comma and _plain_name(plain):
+        words = plain.split(" ")
+        start = len(words) - 1
+        while start > 1 and words[start - 1] in _PARTICLES:
+            start -= 1
+        return f"{latex_escaped(' '.join(words[start:]))}, {latex_escaped(' '.join(words[:start]))}"
+    return "{" + latex_escaped(plain) + "}"
 
 
 def _ascii_word(value: str) -> str:
@@ -358,10 +401,9 @@ def _unique(key: str, taken: set[str]) -> str:
 
 def _entry(paper: Mapping[str, Any], key: str) -> str:
     fields: list[tuple[str, str]] = [("title", latex_escaped(str(paper.get("title") or "")))]
-    authors = [latex_escaped(str(name)) for name in paper.get("authors") or [] if str(name).strip()]
+    authors = [_bibtex_name(str(name)) for name in paper.get("authors") or [] if str(name).strip()]
     if authors:
-        # Each name in braces: one name however many commas or "and"s it holds.
-        fields.append(("author", " and ".join(f"{{{name}}}" for name in authors)))
+        fields.append(("author", " and ".join(authors)))
     if isinstance(paper.get("year"), int):
         fields.append(("year", str(paper["year"])))
     venue = latex_escaped(str(paper.get("venue") or ""))

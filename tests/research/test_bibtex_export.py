@@ -58,7 +58,7 @@ def test_an_entry_carries_its_fields() -> None:
     assert text == (
         "@article{vaswani2017attention,\n"
         "  title = {Attention Is All You Need},\n"
-        "  author = {{Ashish Vaswani} and {Noam Shazeer}},\n"
+        "  author = {Vaswani, Ashish and Shazeer, Noam},\n"
         "  year = {2017},\n"
         "  journal = {NeurIPS},\n"
         "  doi = {10.48550/arxiv.1706.03762},\n"
@@ -124,3 +124,36 @@ def test_any_titles_names_and_dois_survive_a_round_trip(
         assert entry.authors == [_shown(name) for name in authors]
         assert entry.doi == doi.lower()
         assert entry.year == year
+
+
+def test_people_are_written_family_first_and_organisations_as_one_name() -> None:
+    text = papers_to_bibtex(
+        [
+            {
+                "title": "Names",
+                "authors": [
+                    "Kaiming He",
+                    "Jan van der Berg",
+                    "Doe, John",
+                    "Madonna",
+                    "Müller-Lüdenscheidt, Zoë",
+                ],
+            }
+        ]
+    )
+    assert "author = {He, Kaiming and van der Berg, Jan and Doe, John and {Madonna} and " in text
+    [entry] = _entries(text)
+    assert entry.authors == [
+        "Kaiming He",
+        "Jan van der Berg",
+        "John Doe",
+        "Madonna",
+        "Zoë Müller-Lüdenscheidt",
+    ]
+
+
+def test_a_lone_hyphen_stays_and_ligatures_are_broken() -> None:
+    text = papers_to_bibtex([{"title": "Human-level control -- it's ``quoted''", "authors": []}])
+    assert "title = {Human-level control {-}{-} it's {`}{`}quoted{'}{'}}" in text
+    [entry] = _entries(text)
+    assert entry.title == "Human-level control -- it's ``quoted''"
