@@ -16,7 +16,7 @@ from urllib.parse import quote
 
 from core.errors import InvalidInput
 from core.text_safety import text_cleaned
-from research.bibtex import papers_to_bibtex
+from research.bibtex_writer import papers_to_bibtex
 from research.records import doi_normalize
 
 EXPORT_FORMATS = ("json", "bibtex", "markdown")

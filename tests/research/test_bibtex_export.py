@@ -10,7 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from core.text_safety import text_cleaned
-from research.bibtex import ParsedEntry, bibtex_parse, papers_to_bibtex
+from research.bibtex import ParsedEntry, bibtex_parse
+from research.bibtex_writer import papers_to_bibtex
 
 ATTENTION: dict[str, Any] = {
     "title": "Attention Is All You Need",
