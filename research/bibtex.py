@@ -1,13 +1,10 @@
-"""BibTeX in and out: a tenant's library filled from a .bib file, and papers written as one.
+"""BibTeX in: a tenant's library filled from a .bib file (the way out is ``research.bibtex_writer``).
 
 Import (``library_import_bibtex``, shared by the admin's page, ``manage.py import_bibtex`` and the
 demo) upserts ``LibraryPaper`` rows: by DOI, else by normalised title (as ``papers_merge`` matches
 records), and reports each entry it skipped and why, so one bad entry never loses the rest.
 LaTeX in titles, venues and names (``{\\"o}``, ``\\&``, protective braces) is decoded to plain
 Unicode because that is what the search compares and the pages show.
-
-Export (``papers_to_bibtex``) escapes LaTeX's special characters and breaks its ligatures
-(``--``, ``` `` ```), so any title survives a round trip through bibtexparser unchanged.
 """
 
 from __future__ import annotations
