@@ -19,6 +19,7 @@ from research.sources.http import (
     TITLE_MAX_CHARS,
     clean,
     json_get,
+    polite_params,
     shape_error,
     year_of,
 )
@@ -86,11 +87,6 @@ def _paper(item: object) -> Paper | None:
     )
 
 
-def _params(**params: str | int) -> dict[str, str | int]:
-    email = gatehouse_settings.RESEARCH_CONTACT_EMAIL
-    return {**params, "mailto": email} if email else params
-
-
 class CrossrefSource:
     name = "crossref"
     title = "Crossref"
@@ -105,7 +101,7 @@ class CrossrefSource:
             filters.append(f"until-pub-date:{plan.year_to}")
         if filters:
             params["filter"] = ",".join(filters)
-        answer = json_get(source=NAME, url=f"{base}/works", params=_params(**params))
+        answer = json_get(source=NAME, url=f"{base}/works", params=polite_params(**params))
         message = answer.get("message") if isinstance(answer, dict) else None
         items = message.get("items") if isinstance(message, dict) else None
         if not isinstance(items, list):
@@ -118,7 +114,10 @@ class CrossrefSource:
             return None
         base = gatehouse_settings.RESEARCH_CROSSREF_URL.rstrip("/")
         answer = json_get(
-            source=NAME, url=f"{base}/works/{quote(doi, safe='/:;()')}", params=_params(), missing_ok=True
+            source=NAME,
+            url=f"{base}/works/{quote(doi, safe='/:;()')}",
+            params=polite_params(),
+            missing_ok=True,
         )
         if answer is None:
             return None

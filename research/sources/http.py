@@ -37,6 +37,12 @@ def user_agent() -> str:
     return f"{USER_AGENT} (mailto:{email})" if email else USER_AGENT
 
 
+def polite_params(**params: str | int) -> dict[str, str | int]:
+    """``params`` with the operator's contact address, for OpenAlex's and Crossref's polite pools."""
+    email = gatehouse_settings.RESEARCH_CONTACT_EMAIL
+    return {**params, "mailto": email} if email else params
+
+
 def response_body(*, source: str, url: str, params: Mapping[str, str | int]) -> bytes:
     """The body of a successful GET, or ``SourceError`` naming ``source`` and why not."""
     timeout = float(gatehouse_settings.RESEARCH_HTTP_TIMEOUT_SECONDS)

@@ -17,6 +17,7 @@ from research.sources.http import (
     TITLE_MAX_CHARS,
     clean,
     json_get,
+    polite_params,
     shape_error,
     year_of,
 )
@@ -94,11 +95,6 @@ def _year_filter(plan: SearchPlan) -> str:
     return ""
 
 
-def _params(**params: str | int) -> dict[str, str | int]:
-    email = gatehouse_settings.RESEARCH_CONTACT_EMAIL
-    return {**params, "mailto": email} if email else params
-
-
 class OpenAlexSource:
     name = "openalex"
     title = "OpenAlex"
@@ -115,7 +111,7 @@ class OpenAlexSource:
             year_filter = _year_filter(plan)
             if year_filter:
                 params["filter"] = year_filter
-            answer = json_get(source=NAME, url=f"{base}/works", params=_params(**params))
+            answer = json_get(source=NAME, url=f"{base}/works", params=polite_params(**params))
             results = answer.get("results") if isinstance(answer, dict) else None
             if not isinstance(results, list):
                 raise shape_error(NAME)
@@ -130,7 +126,10 @@ class OpenAlexSource:
             return None
         base = gatehouse_settings.RESEARCH_OPENALEX_URL.rstrip("/")
         work = json_get(
-            source=NAME, url=f"{base}/works/doi:{quote(doi, safe='/:;()')}", params=_params(), missing_ok=True
+            source=NAME,
+            url=f"{base}/works/doi:{quote(doi, safe='/:;()')}",
+            params=polite_params(),
+            missing_ok=True,
         )
         if work is None:
             return None
