@@ -10,7 +10,7 @@ from django.utils import timezone
 
 from accounts.models import Tenant, User
 from mcp_gateway.models import McpSession
-from tests.e2e.harness import ACME_ADMIN_TOOLS, Person, RoundRobin, sdk_client
+from tests.e2e.harness import ACME_ADMIN_TOOLS, RESEARCH_TOOLS, Person, RoundRobin, sdk_client
 from tests.e2e.oauth_driver import access_token
 from tests.e2e.raw_mcp import RawMcp
 from tests.factories import (
@@ -54,7 +54,8 @@ async def test_a_session_opened_on_one_worker_is_served_by_another(server, secon
         second_server.mcp_url, "tools/call", {"name": "whoami"}, session_id=session_id
     )
 
-    assert {tool["name"] for tool in listed["tools"]} == {"whoami", "set_display_name"}
+    # mcp:read and mcp:write: the account tools and the research toolset the demo turns on.
+    assert {tool["name"] for tool in listed["tools"]} == {"whoami", "set_display_name", *RESEARCH_TOOLS}
     assert called["structuredContent"]["user"]["username"] == "alice"
 
 

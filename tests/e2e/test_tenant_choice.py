@@ -9,6 +9,7 @@ from tests.e2e.harness import (
     ACME_VIEWER_SCOPE,
     ACME_VIEWER_TOOLS,
     GLOBEX_DEMO_TOOLS,
+    RESEARCH_TOOLS,
     Browser,
     Person,
     redirect_params,
@@ -53,7 +54,12 @@ async def test_the_chosen_tenant_and_its_role_decide_what_the_token_can_do(serve
     async with sdk_client(server, dana_in_globex) as (client, storage):
         tools = await client.list_tools()
         whoami = await client.call_tool("whoami", {})
-    assert {tool.name for tool in tools.tools} == {"whoami", "set_display_name", *GLOBEX_DEMO_TOOLS}
+    assert {tool.name for tool in tools.tools} == {
+        "whoami",
+        "set_display_name",
+        *GLOBEX_DEMO_TOOLS,
+        *RESEARCH_TOOLS,
+    }
     assert whoami.structured_content is not None
     assert whoami.structured_content["tenant"]["slug"] == "globex"
     assert whoami.structured_content["role"] == "contributor"
