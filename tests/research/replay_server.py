@@ -1,6 +1,8 @@
 """Recorded OpenAlex, Crossref and arXiv answers, served without the internet.
 
-The recordings (tests/research/recordings/) are in each API's documented shape. Two ways to use them:
+The recordings (tests/research/recordings/) are in each API's documented shape, written by hand with
+real papers' metadata because these machines reach no API but PyPI's; tests/research/record_sources.py
+makes each one again from the live API where it can be reached. Two ways to use them:
 
 - Unit tests: ``replay_transport()`` is an ``httpx.MockTransport`` answering from the recordings;
   ``tests/research/conftest.py`` installs it behind ``research.sources.http.http_client``.

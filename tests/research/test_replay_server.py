@@ -67,3 +67,11 @@ def test_a_short_hang_delays_the_answer_without_failing_it(server: ReplayServer)
 
     assert source_get("openalex").search(plan=PLAN, tenant_id=1, limit=3)
     assert len(server.requests("openalex")) == 1
+
+
+def test_every_recording_can_be_made_again_from_its_api() -> None:
+    """tests/research/record_sources.py knows the request behind every recorded file."""
+    from tests.research.record_sources import RECORDINGS, RECORDINGS_MADE
+
+    on_disk = {str(path.relative_to(RECORDINGS)) for path in RECORDINGS.rglob("*") if path.is_file()}
+    assert on_disk == {recording.file for recording in RECORDINGS_MADE}
