@@ -26,6 +26,8 @@ from dataclasses import dataclass, field
 
 from django.conf import settings
 
+from jobs.management.commands.jobs_worker import POLL_INTERVAL_SECONDS
+
 logger = logging.getLogger(__name__)
 
 WORKER_STOP_SECONDS = 20.0
@@ -42,7 +44,14 @@ def run_worker_start() -> RunWorker:
     """``manage.py jobs_worker`` as a child of this process, watched (see the module docstring)."""
     # Our own interpreter and manage.py, no shell: nothing from outside reaches the command line.
     process = subprocess.Popen(  # noqa: S603
-        [sys.executable, str(settings.BASE_DIR / "manage.py"), "jobs_worker", "--stop-with-parent"],
+        [
+            sys.executable,
+            str(settings.BASE_DIR / "manage.py"),
+            "jobs_worker",
+            "--interval",
+            str(POLL_INTERVAL_SECONDS),
+            "--stop-with-parent",
+        ],
         cwd=settings.BASE_DIR,
         stdin=subprocess.PIPE,
     )

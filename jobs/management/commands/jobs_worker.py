@@ -39,6 +39,12 @@ from jobs.steps import worker_id_set
 logger = logging.getLogger("jobs.worker")
 
 RESTART_DELAY_MAX_SECONDS = 10.0
+# How long an idle worker sleeps between looks at the queue: db_worker's 1 s default was most of
+# every step's wait (a search_papers or decide answered in about 1.04 s against 0.28 s at 0.2 s; the
+# tools read the job row every 0.25 s, so a shorter sleep gains nothing: benchmarks/job_latency.py,
+# docs/benchmarks.md). The price is one indexed SELECT ... FOR UPDATE SKIP LOCKED per interval per
+# idle worker: 5 a second.
+POLL_INTERVAL_SECONDS = 0.2
 
 
 class JobsWorker(Worker):
@@ -68,6 +74,7 @@ class Command(DbWorkerCommand):
         super().add_arguments(parser)
         # The reloader restarts the worker mid-step on any file change; never here.
         parser.set_defaults(reload=False)
+        parser.set_defaults(interval=POLL_INTERVAL_SECONDS)
         # Readable in the job rows (step_worker) and the task rows: which machine, which process.
         parser.set_defaults(worker_id=f"{socket.gethostname()[:40]}:{os.getpid()}")
         parser.add_argument(
