@@ -208,7 +208,9 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
 
 # Django's tasks API (the django-tasks backport): job steps (jobs.steps) are rows in this same
 # database, taken by `manage.py jobs_worker` processes.
-TASKS = {"default": {"BACKEND": "django_tasks_db.DatabaseBackend"}}
+# QUEUES empty: any queue name, since a job kind may send its steps to a queue of its own
+# (jobs.kinds), for workers started with `jobs_worker --queue-name`.
+TASKS = {"default": {"BACKEND": "django_tasks_db.DatabaseBackend", "QUEUES": []}}
 
 _redis_url = env_optional("REDIS_URL")
 

@@ -81,7 +81,13 @@ class JobFailed(Exception):
         super().__init__(message)
 
 
+DEFAULT_QUEUE = "default"
+
+
 class JobKind(Protocol):
+    """A kind may also set ``queue``: the task queue its steps go to (``DEFAULT_QUEUE`` when it
+    does not), so a deployment can give it workers of its own (``jobs_worker --queue-name``)."""
+
     name: str
     # The checkpoint kinds this kind stops at, and the actions each accepts.
     checkpoint_kinds: tuple[str, ...]
@@ -110,6 +116,15 @@ def job_kind_register(kind: JobKind) -> None:
     if existing is not None and existing is not kind:
         raise ImproperlyConfigured(f"Two job kinds are named {kind.name!r}.")
     _kinds[kind.name] = kind
+
+
+def job_kind_known(name: str) -> bool:
+    """Whether this process can run ``name``'s steps (its app is installed here)."""
+    return name in _kinds
+
+
+def job_kind_queue(kind: JobKind) -> str:
+    return str(getattr(kind, "queue", DEFAULT_QUEUE))
 
 
 def job_kind_get(name: str) -> JobKind:

@@ -17,7 +17,16 @@ from django.utils import timezone
 from core.errors import InvalidInput
 from core.text_safety import text_unstorable_reason
 from jobs import errors
-from jobs.kinds import Checkpoint, Complete, DecisionOutcome, JobView, NextStep, Stop, job_kind_get
+from jobs.kinds import (
+    Checkpoint,
+    Complete,
+    DecisionOutcome,
+    JobView,
+    NextStep,
+    Stop,
+    job_kind_get,
+    job_kind_queue,
+)
 from jobs.models import (
     NOTE_MAX_CHARS,
     ORIGIN_MAX_CHARS,
@@ -139,7 +148,8 @@ def step_enqueue(*, job: Job, step: str, attempts: int = 0) -> None:
     job.step_attempts = attempts
     job.checkpoint_kind = ""
     job.checkpoint = None
-    result = job_step_run.enqueue(job_id=str(job.id), token=str(token))
+    queue = job_kind_queue(job_kind_get(job.kind))
+    result = job_step_run.using(queue_name=queue).enqueue(job_id=str(job.id), token=str(token))
     job.step_task_id = str(result.id)[:64]
     job.save()
 

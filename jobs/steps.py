@@ -31,7 +31,7 @@ from django.utils import timezone
 from django_tasks import task
 
 from core.conf import gatehouse_settings
-from jobs.kinds import Checkpoint, Complete, JobFailed, NextStep, StepOutcome, job_kind_get
+from jobs.kinds import Checkpoint, Complete, JobFailed, NextStep, StepOutcome, job_kind_get, job_kind_known
 from jobs.models import PROGRESS_MESSAGE_MAX_CHARS, Job, JobState
 
 logger = logging.getLogger(__name__)
@@ -62,6 +62,15 @@ def job_step_run(*, job_id: str, token: str) -> str:
     """Run the step ``token`` names, if it is still the job's; returns what happened (for the
     task's own result row: "claimed elsewhere", "checkpoint plan", ...)."""
     worker = worker_id()
+    kind = db_retry(lambda: Job.objects.filter(pk=job_id).values_list("kind", flat=True).first())
+    if kind is not None and not job_kind_known(kind):
+        # A worker without the kind's app (an older release mid-deploy, a worker set up for other
+        # queues) leaves the step unclaimed: the recovery enqueues it again after the lease, for a
+        # worker that has it, instead of this one failing the job.
+        logger.warning(
+            "Job %s is of kind %r, which this worker does not have; left for another", job_id, kind
+        )
+        return "kind unknown here"
     if not db_retry(lambda: step_claim(job_id=job_id, token=token, worker=worker)):
         return "not claimed"
     job = db_retry(lambda: Job.objects.get(pk=job_id))

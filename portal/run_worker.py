@@ -50,6 +50,9 @@ def run_worker_start() -> RunWorker:
             "jobs_worker",
             "--interval",
             str(POLL_INTERVAL_SECONDS),
+            # The one worker of a one-machine install takes every job kind's queue.
+            "--queue-name",
+            "*",
             "--stop-with-parent",
         ],
         cwd=settings.BASE_DIR,

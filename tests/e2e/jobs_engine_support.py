@@ -15,7 +15,7 @@ from accounts.models import Membership
 from jobs.models import Job, JobDecision
 from jobs.services import job_decide, job_start
 from tests.e2e.conftest import _in_own_thread
-from tests.jobs.engine_kind import ENGINE_TEST_KIND, engine_kind_register
+from tests.jobs.engine_kind import ENGINE_TEST_KIND, ENGINE_TEST_QUEUE, engine_kind_register
 from tests.jobs.worker_process import JobsWorkerProcess
 
 WORKER_SETTINGS = "tests.jobs.worker_settings"
@@ -85,6 +85,7 @@ def engine_worker(*, env: dict[str, str], tmp_path: Path, worker_id: str, **extr
         log_path=tmp_path / f"{worker_id}.log",
         worker_id=worker_id,
         extra_env={"DJANGO_SETTINGS_MODULE": WORKER_SETTINGS, **extra},
+        queue=ENGINE_TEST_QUEUE,
     )
     worker.start()
     return worker

@@ -32,8 +32,13 @@ BOOM_DETAIL = "secret internal detail 42"
 during_step: list[Callable[[JobView], None]] = []
 
 
+ENGINE_TEST_QUEUE = "engine-tests"
+
+
 class EngineTestKind:
     name = ENGINE_TEST_KIND
+    # Its own queue: the suite's main jobs worker (which has no such kind) never sees its steps.
+    queue = ENGINE_TEST_QUEUE
     checkpoint_kinds: tuple[str, ...] = ("review",)
 
     def validate_input(self, *, job_input: Mapping[str, Any]) -> dict[str, Any]:

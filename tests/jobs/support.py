@@ -11,7 +11,7 @@ def steps_run(*, worker: str = "test-worker", max_tasks: int | None = None) -> N
     """Run every ready step (and the steps they enqueue) until the queue is empty."""
     worker_id_set(worker)
     Worker(
-        queue_names=["default"],
+        queue_names=["*"],
         interval=0,
         batch=True,
         backend_name="default",

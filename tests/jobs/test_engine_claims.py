@@ -65,6 +65,29 @@ def test_a_step_claimed_once_is_not_claimed_by_a_duplicate_task(owner, lease):
     assert job.step_attempts == 1
 
 
+def test_a_kinds_steps_go_to_its_own_queue(owner, lease):
+    job = start(owner)
+    assert task_row(job).queue_name == engine_kind.ENGINE_TEST_QUEUE
+
+
+def test_a_worker_without_the_kind_leaves_the_step_for_one_that_has_it(owner, lease, monkeypatch, caplog):
+    job = start(owner)
+    monkeypatch.setattr("jobs.steps.job_kind_known", lambda name: False)
+    with caplog.at_level(logging.WARNING, logger="jobs.steps"):
+        assert run_task_directly(job, job.step_token) == "kind unknown here"
+    job.refresh_from_db()
+    assert (job.state, job.step_worker, job.step_attempts) == (JobState.RUNNING, "", 0)
+    assert "does not have" in caplog.text
+    # After the lease the recovery hands it on, under a new token, and a worker with the kind runs it.
+    Job.objects.filter(pk=job.pk).update(updated=timezone.now() - timedelta(seconds=31))
+    DBTaskResult.objects.filter(pk=job.step_task_id).update(status="SUCCESSFUL")
+    assert jobs_recover() == 1
+    monkeypatch.undo()
+    steps_run()
+    job.refresh_from_db()
+    assert (job.state, job.checkpoint_kind) == (JobState.WAITING, "review")
+
+
 def test_a_duplicate_task_of_a_finished_step_does_nothing(owner, lease, tmp_path):
     log = tmp_path / "runs.log"
     job = start(owner, log=str(log))

@@ -14,9 +14,16 @@ from django.conf import settings
 
 class JobsWorkerProcess:
     def __init__(
-        self, *, env: dict[str, str], log_path: Path, worker_id: str, extra_env: dict[str, str] | None = None
+        self,
+        *,
+        env: dict[str, str],
+        log_path: Path,
+        worker_id: str,
+        extra_env: dict[str, str] | None = None,
+        queue: str = "default",
     ) -> None:
         self.env = {**env, **(extra_env or {})}
+        self.queue = queue
         self.log_path = log_path
         self.worker_id = worker_id
         self.process: subprocess.Popen[bytes] | None = None
@@ -31,6 +38,8 @@ class JobsWorkerProcess:
                 "--interval",
                 "0.1",
                 "--no-startup-delay",
+                "--queue-name",
+                self.queue,
                 "--worker-id",
                 self.worker_id,
                 "-v",
