@@ -54,3 +54,18 @@ def _rate_limits_count_from_zero(settings) -> None:
         "RATE_LIMIT_KEY_PREFIX": f"gatehouse-test-{secrets.token_hex(6)}",
     }
     rate_limit_reset_for_tests()
+
+
+# The queue of the literature searches that in-process tests start: the session's jobs worker
+# (tests/e2e's ``jobs_worker``, alive once an end-to-end module asked for it) takes only "default",
+# so it never runs their steps behind the test's back; tests/jobs/support.py's steps_run takes all.
+IN_PROCESS_JOBS_QUEUE = "in-process-tests"
+
+
+@pytest.fixture(autouse=True)
+def _in_process_jobs_queue(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    if {"e2e", "fresh_clone"} & set(request.node.path.parts):
+        return
+    from research.literature_job import literature_search
+
+    monkeypatch.setattr(literature_search, "queue", IN_PROCESS_JOBS_QUEUE, raising=False)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import secrets
 import socket
@@ -197,8 +198,13 @@ def parse_form(html: str, *, action: str | None = None) -> dict[str, Any]:
 class Browser:
     """A person's browser: cookies, login form, consent form. It never follows the final redirect."""
 
-    def __init__(self, base_url: str, *, transport: httpx.AsyncBaseTransport | None = None) -> None:
+    def __init__(
+        self, base_url: str, *, transport: httpx.AsyncBaseTransport | None = None, patient: bool = False
+    ) -> None:
         self.base_url = base_url
+        # A patient person waits out a rate limit's refusal (429) and tries again, as a person
+        # signing in several times a minute against the default limits (a newcomer's make run) does.
+        self.patient = patient
         self.client = httpx.AsyncClient(
             base_url=base_url, follow_redirects=False, timeout=30, transport=transport
         )
@@ -206,19 +212,32 @@ class Browser:
     async def aclose(self) -> None:
         await self.client.aclose()
 
+    async def _get(self, url: str) -> httpx.Response:
+        response = await self.client.get(url)
+        for _ in range(3 if self.patient else 0):
+            if response.status_code != 429:
+                break
+            await asyncio.sleep(min(65, int(response.headers.get("Retry-After", "60")) + 1))
+            response = await self.client.get(url)
+        return response
+
     async def open(self, url: str, *, username: str, password: str) -> httpx.Response:
         """GET the authorization URL, signing in on the way if asked to."""
-        response = await self.client.get(url)
+        response = await self._get(url)
         if response.status_code == 302 and urlsplit(response.headers["location"]).path == "/accounts/login/":
             login_url = urljoin(self.base_url, response.headers["location"])
-            page = await self.client.get(login_url)
-            form = parse_form(page.text)
-            fields = {**form["fields"], "username": username, "password": password}
-            signed_in = await self.client.post(login_url, data=fields)
+            for _ in range(4 if self.patient else 1):
+                page = await self.client.get(login_url)
+                form = parse_form(page.text)
+                fields = {**form["fields"], "username": username, "password": password}
+                signed_in = await self.client.post(login_url, data=fields)
+                if signed_in.status_code != 429 or not self.patient:
+                    break
+                await asyncio.sleep(min(65, int(signed_in.headers.get("Retry-After", "60")) + 1))
             assert signed_in.status_code == 302, (
                 f"login failed: {signed_in.status_code}\n{signed_in.text[:500]}"
             )
-            response = await self.client.get(urljoin(self.base_url, signed_in.headers["location"]))
+            response = await self._get(urljoin(self.base_url, signed_in.headers["location"]))
         return response
 
     async def decide(
@@ -313,6 +332,8 @@ class Person:
     password: str = DEMO_PASSWORD
     tenant: str | None = None
     logins: int = 0
+    # Waits out the server's sign-in rate limits instead of failing (Browser's ``patient``).
+    patient: bool = False
 
 
 class RoundRobin(httpx2.AsyncHTTPTransport):
@@ -357,7 +378,7 @@ async def sdk_client(
     the client identifies itself by that client ID metadata document instead of registering."""
     storage = storage or MemoryTokenStorage()
     own_browser = browser is None
-    browser = browser or Browser(server.base_url)
+    browser = browser or Browser(server.base_url, patient=person.patient)
     outcome: dict[str, httpx.Response] = {}
 
     async def redirect_handler(authorization_url: str) -> None:

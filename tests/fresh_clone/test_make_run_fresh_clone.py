@@ -113,7 +113,7 @@ CUSTOMERS_BY_REGION = (
 
 
 async def _alice_whoami(server: MakeRun, password: str) -> dict:
-    async with sdk_client(server, Person("alice", password=password)) as (client, storage):
+    async with sdk_client(server, Person("alice", password=password, patient=True)) as (client, storage):
         result = await client.call_tool("whoami", {})
     assert storage.tokens is not None
     assert not result.is_error, result
@@ -123,7 +123,10 @@ async def _alice_whoami(server: MakeRun, password: str) -> dict:
 async def test_the_sdk_client_signs_in_as_alice_calls_whoami_and_run_query_and_refreshes(fresh):
     server = fresh.serving()
     expected = await asyncio.to_thread(_sample_rows, fresh, CUSTOMERS_BY_REGION)
-    async with sdk_client(server, Person("alice", password=fresh.password)) as (client, storage):
+    async with sdk_client(server, Person("alice", password=fresh.password, patient=True)) as (
+        client,
+        storage,
+    ):
         whoami = await client.call_tool("whoami", {})
         catalogue = await client.read_resource("gatehouse://ontologies")
         [ontology] = json.loads(catalogue.contents[0].text)  # type: ignore[union-attr]
@@ -170,7 +173,7 @@ async def test_the_workflow_walk_through_works_on_sqlite(fresh):
     """docs/workflows.md's first session, as a newcomer follows it right after `make run`."""
     server = fresh.serving()
     expected = await asyncio.to_thread(_sample_rows, fresh, NORDICS)
-    async with sdk_client(server, Person("alice", password=fresh.password)) as (client, _):
+    async with sdk_client(server, Person("alice", password=fresh.password, patient=True)) as (client, _):
         started = await client.call_tool("initialize", {})
         commands = await client.call_tool("get_commands", {})
         nordics = await client.call_tool(
@@ -194,7 +197,7 @@ async def test_the_upstream_demo_walk_through_works_on_sqlite(fresh):
     """docs/upstreams.md's demo, as a newcomer follows it right after `make run`: carol (globex)
     sees the demo upstream's tools, prefixed, and converts a temperature through one."""
     server = fresh.serving()
-    async with sdk_client(server, Person("carol", password=fresh.password)) as (client, _):
+    async with sdk_client(server, Person("carol", password=fresh.password, patient=True)) as (client, _):
         names = {tool.name for tool in (await client.list_tools()).tools}
         converted = await client.call_tool(
             "demo_convert_units", {"value": 100, "from_unit": "C", "to_unit": "F"}
