@@ -28,8 +28,10 @@ from jobs.kinds import (
     job_kind_queue,
 )
 from jobs.models import (
+    ERROR_MAX_CHARS,
     NOTE_MAX_CHARS,
     ORIGIN_MAX_CHARS,
+    PROGRESS_MESSAGE_MAX_CHARS,
     DecisionAction,
     Job,
     JobDecision,
@@ -76,7 +78,7 @@ def job_start(
             origin=origin[:ORIGIN_MAX_CHARS],
             client_id=client_id[:ORIGIN_MAX_CHARS],
             context=first.context,
-            progress_message=first.message[:200],
+            progress_message=first.message[:PROGRESS_MESSAGE_MAX_CHARS],
         )
         step_enqueue(job=job, step=first.step)
     return job
@@ -126,7 +128,7 @@ def job_cancel(*, tenant_id: int, user_id: int, job_id: object) -> Job:
         job = job_get(tenant_id=tenant_id, user_id=user_id, job_id=job_id, for_update=True)
         if job.is_finished:
             raise errors.already_finished(state=job.state, error=job.error)
-        _finish(job=job, state=JobState.CANCELLED, message="Cancelled.")
+        job_finish(job=job, state=JobState.CANCELLED, message="Cancelled.")
         job.save()
     return job
 
@@ -156,54 +158,57 @@ def step_enqueue(*, job: Job, step: str, attempts: int = 0) -> None:
 
 def _apply_decision(*, job: Job, outcome: DecisionOutcome) -> None:
     if isinstance(outcome, Stop):
-        _finish(job=job, state=JobState.CANCELLED, message=outcome.reason)
+        job_finish(job=job, state=JobState.CANCELLED, message=outcome.reason)
         job.save()
         return
-    job.progress_message = (outcome.message or job.progress_message)[:200]
-    if isinstance(outcome, Complete):
-        job.context = outcome.context or job.context
-        job.result = outcome.result
-        _finish(job=job, state=JobState.COMPLETE, message=outcome.message or "Complete.")
-        job.save()
-        return
-    job.iteration += 1
-    job.context = outcome.context
+    if not isinstance(outcome, Complete):
+        job.iteration += 1
+    outcome_store(job=job, outcome=outcome)
+
+
+def outcome_store(*, job: Job, outcome: NextStep | Checkpoint | Complete) -> str:
+    """Apply what a step or a decision leads to and save the job (enqueuing the next step, if
+    any, in the caller's transaction); returns what happened, for the task's result row."""
+    if outcome.message:
+        job.progress_message = outcome.message[:PROGRESS_MESSAGE_MAX_CHARS]
     if isinstance(outcome, NextStep):
+        job.context = outcome.context
         step_enqueue(job=job, step=outcome.step)
-        return
-    checkpoint_store(job=job, checkpoint=outcome)
+        return f"next {outcome.step}"
+    if isinstance(outcome, Checkpoint):
+        job.state = JobState.WAITING
+        job.checkpoint_kind = outcome.kind
+        job.checkpoint = outcome.payload
+        job.context = outcome.context
+        _step_clear(job)
+        job.save()
+        return f"checkpoint {outcome.kind}"
+    job.result = outcome.result
+    if outcome.context:
+        job.context = outcome.context
+    job_finish(job=job, state=JobState.COMPLETE, message=outcome.message or "Complete.")
     job.save()
-
-
-def checkpoint_store(*, job: Job, checkpoint: Checkpoint) -> None:
-    job.state = JobState.WAITING
-    job.checkpoint_kind = checkpoint.kind
-    job.checkpoint = checkpoint.payload
-    job.context = checkpoint.context
-    job.step = ""
-    job.step_token = None
-    job.step_worker = ""
-    job.step_heartbeat = None
-
-
-def _finish(*, job: Job, state: str, message: str = "", error: str = "") -> None:
-    job.state = state
-    job.step = ""
-    job.step_token = None
-    job.step_worker = ""
-    job.step_heartbeat = None
-    job.checkpoint_kind = ""
-    job.checkpoint = None
-    job.finished = timezone.now()
-    if message:
-        job.progress_message = message[:200]
-    if error:
-        job.error = error[:2000]
+    return "complete"
 
 
 def job_finish(*, job: Job, state: str, message: str = "", error: str = "") -> None:
     """End the job in ``state`` (complete, failed, cancelled); the caller saves it."""
-    _finish(job=job, state=state, message=message, error=error)
+    job.state = state
+    _step_clear(job)
+    job.checkpoint_kind = ""
+    job.checkpoint = None
+    job.finished = timezone.now()
+    if message:
+        job.progress_message = message[:PROGRESS_MESSAGE_MAX_CHARS]
+    if error:
+        job.error = error[:ERROR_MAX_CHARS]
+
+
+def _step_clear(job: Job) -> None:
+    job.step = ""
+    job.step_token = None
+    job.step_worker = ""
+    job.step_heartbeat = None
 
 
 def _note_checked(note: object) -> str:

@@ -31,7 +31,7 @@ from django.utils import timezone
 from django_tasks import task
 
 from core.conf import gatehouse_settings
-from jobs.kinds import Checkpoint, Complete, JobFailed, NextStep, StepOutcome, job_kind_get, job_kind_known
+from jobs.kinds import JobFailed, StepOutcome, job_kind_get, job_kind_known
 from jobs.models import PROGRESS_MESSAGE_MAX_CHARS, Job, JobState
 
 logger = logging.getLogger(__name__)
@@ -179,7 +179,7 @@ def _run(*, job: Job) -> StepOutcome | _Failed | _DatabaseLost:
 
 def step_finish(*, job_id: str, token: str, worker: str, outcome: StepOutcome | _Failed) -> str:
     """Store the outcome if the step is still this worker's; returns what happened."""
-    from jobs.services import checkpoint_store, job_finish, step_enqueue
+    from jobs.services import job_finish, outcome_store
 
     with transaction.atomic():
         job = (
@@ -194,20 +194,4 @@ def step_finish(*, job_id: str, token: str, worker: str, outcome: StepOutcome | 
             job_finish(job=job, state=JobState.FAILED, message="Failed.", error=outcome.error)
             job.save()
             return "failed"
-        if outcome.message:
-            job.progress_message = outcome.message[:PROGRESS_MESSAGE_MAX_CHARS]
-        if isinstance(outcome, NextStep):
-            job.context = outcome.context
-            step_enqueue(job=job, step=outcome.step)
-            return f"next {outcome.step}"
-        if isinstance(outcome, Checkpoint):
-            checkpoint_store(job=job, checkpoint=outcome)
-            job.save()
-            return f"checkpoint {outcome.kind}"
-        assert isinstance(outcome, Complete)
-        job.result = outcome.result
-        if outcome.context:
-            job.context = outcome.context
-        job_finish(job=job, state=JobState.COMPLETE, message=outcome.message or "Complete.")
-        job.save()
-        return "complete"
+        return outcome_store(job=job, outcome=outcome)
