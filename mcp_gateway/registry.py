@@ -20,6 +20,7 @@ from accounts.scopes import scope_definitions
 from core.conf import gatehouse_settings
 from mcp_gateway.federation import Federation
 from mcp_gateway.tasks import TaskSource
+from mcp_gateway.tool_tasks import TaskSupport
 
 DEFAULT_TIMEOUT_SECONDS = 60.0
 
@@ -40,6 +41,8 @@ class ToolSpec:
     expensive: bool = False
     # Argument names the audit trail must never store (names that look secret are hidden anyway).
     secret_arguments: frozenset[str] = frozenset()
+    # Whether a 2026-07-28 call runs as a task of the tasks extension (``mcp_gateway.tool_tasks``).
+    task_support: TaskSupport = "forbidden"
 
     def timeout(self) -> float:
         """This call's time limit, in seconds."""
@@ -97,6 +100,7 @@ def tool(
     structured: bool = True,
     expensive: bool = False,
     secret_arguments: Iterable[str] = (),
+    task_support: TaskSupport = "forbidden",
 ) -> Callable[[Callable[..., Awaitable[Any]]], ToolSpec]:
     def decorate(handler: Callable[..., Awaitable[Any]]) -> ToolSpec:
         return ToolSpec(
@@ -110,6 +114,7 @@ def tool(
             structured=structured,
             expensive=expensive,
             secret_arguments=frozenset(secret_arguments),
+            task_support=task_support,
         )
 
     return decorate

@@ -36,6 +36,15 @@ from mcp_gateway.client_log import client_log
 from mcp_gateway.client_requests import client_elicit, client_sample
 from mcp_gateway.registry import Toolset, resource_prefix, tool
 from mcp_gateway.sdk import server_add_request_handler
+from mcp_gateway.toolsets import (
+    conformance_headers,
+    conformance_mrtr,
+    conformance_stateless,
+    conformance_tasks,
+)
+
+# The 2026-07-28 requirement set's fixtures, one module per group of scenarios.
+_PARTS = (conformance_stateless, conformance_mrtr, conformance_headers, conformance_tasks)
 
 PNG_1X1 = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg=="
 WAV_EMPTY = "UklGRiYAAABXQVZFZm10IBAAAAABAAEAQB8AAAB9AAACABAAZGF0YQIAAAA="
@@ -288,6 +297,8 @@ def install(server: MCPServer) -> None:
         params_type=UnsubscribeRequestParams,
         handler=unsubscribe,
     )
+    for part in _PARTS:
+        part.install(server)
 
 
 toolset = Toolset(
@@ -306,6 +317,7 @@ toolset = Toolset(
         test_elicitation,
         test_elicitation_sep1034_defaults,
         test_elicitation_sep1330_enums,
+        *(spec for part in _PARTS for spec in part.TOOLS),
     ),
     enabled_by_default=False,
     install=install,
@@ -315,5 +327,6 @@ toolset = Toolset(
         "test_prompt_with_arguments",
         "test_prompt_with_embedded_resource",
         "test_prompt_with_image",
+        *(name for part in _PARTS for name in part.PROMPTS),
     ),
 )
