@@ -1,0 +1,44 @@
+"""Tool arguments mirrored into HTTP headers (SEP-2243's ``x-mcp-header``), for any toolset.
+
+On 2026-07-28 a tool may ask clients to copy an argument into an ``Mcp-Param-<Token>`` request
+header, so that a proxy or load balancer can route on it without reading the body. The SDK's
+transport checks each such header against the body before any Gatehouse code runs (a header
+missing, mismatched or badly encoded is -32020 with HTTP 400), reading the tool's published input
+schema; so a toolset only annotates the argument:
+``region: Annotated[str, mcp_header("Region", description="...")]``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.exceptions import ImproperlyConfigured
+from mcp.shared.inbound import X_MCP_HEADER_KEY, find_invalid_x_mcp_header
+from pydantic import Field
+from pydantic.config import JsonDict
+
+
+def mcp_header(token: str, *, description: str | None = None) -> Any:
+    """A pydantic ``Field`` whose property carries ``x-mcp-header: token``.
+
+    The argument's type must be a string, an integer or a boolean (the SDK refuses the tool when the
+    server is built otherwise); ``T | None = None`` is published as plain ``T``, since a header
+    stands for one primitive type, and a client leaves the header out when it leaves the argument
+    out. A token that is not a valid header name is refused here, when the toolset is imported.
+    """
+    probe = {"type": "object", "properties": {"p": {"type": "string", X_MCP_HEADER_KEY: token}}}
+    if (reason := find_invalid_x_mcp_header(probe)) is not None:
+        raise ImproperlyConfigured(f"x-mcp-header {token!r} is not a valid header name: {reason}")
+
+    def annotate(schema: JsonDict) -> None:
+        branches = schema.get("anyOf")
+        if isinstance(branches, list):
+            typed = [b for b in branches if not (isinstance(b, dict) and b.get("type") == "null")]
+            if len(typed) == 1 and len(typed) < len(branches) and isinstance(typed[0], dict):
+                del schema["anyOf"]
+                schema.update(typed[0])
+                if schema.get("default", 0) is None:
+                    del schema["default"]
+        schema[X_MCP_HEADER_KEY] = token
+
+    return Field(description=description, json_schema_extra=annotate)
