@@ -223,10 +223,9 @@ def _request(server, token: str, extra_header_line: bytes) -> bytes:
 async def test_a_nul_byte_inside_a_header_is_refused_without_a_500(server, acme_conformance, token_for):
     token = token_for()
     answer = await _raw_http(server, _request(server, token, b"Mcp-Param-Region: us-\x00west1"))
-    status_line = answer.split(b"\r\n", 1)[0]
-    assert status_line.split()[1] == b"400", answer[:500]
-    if b"application/json" in answer:
-        assert b"-32020" in answer, answer[:500]
+    # Daphne's HTTP parser refuses it before any application code: a NUL reaches a tool only
+    # Base64-encoded (above).
+    assert answer.startswith(b"HTTP/1.1 400 "), answer[:500]
 
 
 async def test_a_header_just_under_the_server_s_limit_is_still_checked(server, acme_conformance, token_for):
