@@ -10,12 +10,21 @@ schema; so a toolset only annotates the argument:
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from django.core.exceptions import ImproperlyConfigured
-from mcp.shared.inbound import X_MCP_HEADER_KEY, find_invalid_x_mcp_header
+from mcp.shared.inbound import (
+    MCP_PROTOCOL_VERSION_HEADER,
+    X_MCP_HEADER_KEY,
+    find_invalid_x_mcp_header,
+    validate_mcp_param_headers,
+)
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import Field
 from pydantic.config import JsonDict
+
+from core.errors import HeaderMismatch
 
 
 def mcp_header(token: str, *, description: str | None = None) -> Any:
@@ -42,3 +51,19 @@ def mcp_header(token: str, *, description: str | None = None) -> Any:
         schema[X_MCP_HEADER_KEY] = token
 
     return Field(description=description, json_schema_extra=annotate)
+
+
+def param_headers_check(*, input_schema: Any, arguments: Any, request: Any) -> None:
+    """Refuse (``HeaderMismatch``) a 2026-07-28 call whose ``Mcp-Param-*`` headers disagree with
+    its arguments under ``input_schema``, as the SDK's transport refuses one to the server's own
+    tools. The transport knows only those, so the guard calls this for the tools it resolves itself
+    (a federation's). Handshake-era requests carry no such headers and are not checked.
+    """
+    headers = getattr(request, "headers", None)
+    if headers is None or headers.get(MCP_PROTOCOL_VERSION_HEADER) not in MODERN_PROTOCOL_VERSIONS:
+        return
+    if not isinstance(arguments, Mapping):
+        return  # the argument validation refuses it
+    refusal = validate_mcp_param_headers(input_schema, arguments, headers)
+    if refusal is not None:
+        raise HeaderMismatch(refusal.message)

@@ -12,12 +12,14 @@ from django.core.exceptions import ImproperlyConfigured
 from mcp.server.mcpserver.exceptions import InvalidSignature
 from mcp.shared.inbound import find_invalid_x_mcp_header, validate_mcp_param_headers, x_mcp_header_map
 from mcp_types import HEADER_MISMATCH
+from starlette.requests import Request
 
 from accounts.scopes import SCOPE_READ
+from core.errors import HeaderMismatch
 from mcp_gateway.endpoint import server_build
 from mcp_gateway.registry import Registry, Toolset, registry_load, tool
 from mcp_gateway.sdk import server_lowlevel
-from mcp_gateway.tool_headers import mcp_header
+from mcp_gateway.tool_headers import mcp_header, param_headers_check
 
 
 @tool(name="route", description="Routes on its arguments.", scopes=[SCOPE_READ])
@@ -163,3 +165,46 @@ async def test_headers_that_do_not_agree_with_the_body_are_a_header_mismatch(arg
 
     assert refusal is not None
     assert refusal.code == HEADER_MISMATCH
+
+
+def _request(**headers: str) -> Request:
+    raw = [(name.replace("_", "-").encode(), value.encode()) for name, value in headers.items()]
+    return Request({"type": "http", "method": "POST", "path": "/mcp", "headers": raw})
+
+
+REGION_SCHEMA = {"type": "object", "properties": {"region": {"type": "string", "x-mcp-header": "Region"}}}
+
+
+def test_a_federated_call_on_2026_07_28_is_checked_like_the_server_s_own():
+    modern = {"mcp_protocol_version": "2026-07-28"}
+    param_headers_check(
+        input_schema=REGION_SCHEMA,
+        arguments={"region": "eu"},
+        request=_request(**modern, mcp_param_region="=?base64?ZXU=?="),
+    )
+    with pytest.raises(HeaderMismatch) as refused:
+        param_headers_check(
+            input_schema=REGION_SCHEMA,
+            arguments={"region": "eu"},
+            request=_request(**modern, mcp_param_region="us"),
+        )
+    assert refused.value.jsonrpc_code == HEADER_MISMATCH
+    assert "Mcp-Param-Region" in refused.value.message
+    with pytest.raises(HeaderMismatch):
+        param_headers_check(
+            input_schema=REGION_SCHEMA, arguments={"region": "eu"}, request=_request(**modern)
+        )
+
+
+@pytest.mark.parametrize(
+    "request_",
+    [_request(mcp_protocol_version="2025-11-25"), _request(), None, object()],
+    ids=["handshake-era", "no version", "no request", "not http"],
+)
+def test_a_handshake_era_call_or_one_without_http_headers_is_not_asked_for_them(request_):
+    param_headers_check(input_schema=REGION_SCHEMA, arguments={"region": "eu"}, request=request_)
+
+
+def test_arguments_that_are_not_an_object_are_left_to_the_argument_check():
+    request = _request(mcp_protocol_version="2026-07-28", mcp_param_region="us")
+    param_headers_check(input_schema=REGION_SCHEMA, arguments=["eu"], request=request)

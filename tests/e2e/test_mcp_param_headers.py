@@ -8,55 +8,28 @@ transport's, for every toolset's annotated arguments (``mcp_gateway.tool_headers
 from __future__ import annotations
 
 import asyncio
-import base64
 import json
-from typing import Any
 from urllib.parse import urlsplit
 
-import httpx
 import pytest
 
-from accounts.models import Tenant
 from tests.e2e.harness import Person, sdk_client
-from tests.e2e.raw_mcp import MCP_HEADERS
-from tests.factories import AccessTokenFactory, MembershipFactory
+from tests.e2e.param_headers import (
+    ARGUMENTS,
+    TOOL,
+    b64,
+    call_body,
+    call_headers,
+    matching_headers,
+    member_token,
+    only_message,
+    post_call,
+    received_arguments,
+    refusal_of,
+    result_of,
+)
 
 pytestmark = pytest.mark.django_db
-
-HEADER_MISMATCH = -32020
-TOOL = "test_custom_headers"
-ARGUMENTS = {"region": "us-west1", "priority": 3, "query": "q"}
-
-
-def _b64(text: str | bytes) -> str:
-    raw = text.encode() if isinstance(text, str) else text
-    return f"=?base64?{base64.b64encode(raw).decode()}?="
-
-
-def _body(arguments: dict[str, Any], *, name: str = TOOL, request_id: int = 41) -> dict[str, Any]:
-    meta = {
-        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-        "io.modelcontextprotocol/clientCapabilities": {},
-        "io.modelcontextprotocol/clientInfo": {"name": "raw-http", "version": "1"},
-    }
-    params = {"name": name, "arguments": arguments, "_meta": meta}
-    return {"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": params}
-
-
-def _headers(token: str, *, name: str = TOOL, **params: str) -> dict[str, str]:
-    """The routing headers of a 2026-07-28 call, with ``Mcp-Param-<key>: value`` for ``params``."""
-    headers = {
-        **MCP_HEADERS,
-        "authorization": f"Bearer {token}",
-        "mcp-protocol-version": "2026-07-28",
-        "mcp-method": "tools/call",
-        "mcp-name": name,
-    }
-    return {**headers, **{f"Mcp-Param-{key}": value for key, value in params.items()}}
-
-
-def _matching(token: str, **extra: str) -> dict[str, str]:
-    return _headers(token, Region="us-west1", Priority="3", **extra)
 
 
 @pytest.fixture
@@ -66,66 +39,21 @@ def acme_conformance(tenant_toolset):
 
 @pytest.fixture
 def token_for(server, committed):
-    """A token for a new member of ``tenant`` (acme by default) with ``role``."""
-
     def make(*, role: str = "viewer", tenant: str | None = "acme", scope: str = "mcp:read") -> str:
-        def member() -> Any:
-            if tenant is None:
-                return MembershipFactory(role=role)
-            return MembershipFactory(role=role, tenant=Tenant.objects.get(slug=tenant))
-
-        membership = committed(member)
-        token = committed(AccessTokenFactory, membership=membership, scope=scope, resource=[server.mcp_url])
-        return str(token.token)
+        return member_token(server, committed, role=role, tenant=tenant, scope=scope)
 
     return make
-
-
-async def _post(server, body: Any, headers: Any) -> httpx.Response:
-    async with httpx.AsyncClient(timeout=15) as http:
-        content = body if isinstance(body, bytes) else json.dumps(body).encode()
-        return await http.post(server.mcp_url, content=content, headers=headers)
-
-
-def _message(response: httpx.Response) -> dict[str, Any]:
-    """The one JSON-RPC answer, whether sent as JSON or as an SSE stream."""
-    kind = response.headers.get("content-type", "").split(";")[0]
-    assert kind in {"application/json", "text/event-stream"}, (response.status_code, response.text[:300])
-    if kind == "application/json":
-        return dict(response.json())
-    lines = [line[5:] for line in response.text.splitlines() if line.startswith("data:")]
-    [answer] = [m for m in map(json.loads, lines) if "result" in m or "error" in m]
-    return dict(answer)
-
-
-def _refused(response: httpx.Response) -> dict[str, Any]:
-    assert response.status_code == 400, response.text
-    message = _message(response)
-    assert message["error"]["code"] == HEADER_MISMATCH, message
-    return dict(message)
-
-
-def _answered(response: httpx.Response) -> dict[str, Any]:
-    assert response.status_code == 200, response.text
-    message = _message(response)
-    assert "result" in message, message
-    return dict(message["result"])
-
-
-def _received(result: dict[str, Any]) -> dict[str, Any]:
-    text = result["content"][0]["text"]
-    return dict(json.loads(text.removeprefix("Custom headers received: ")))
 
 
 async def test_headers_that_agree_with_the_body_are_accepted_plain_or_base64(
     server, acme_conformance, token_for
 ):
     token = token_for()
-    body = _body({**ARGUMENTS, "non_ascii_val": "Grüße, 世界", "tab_val": "\tindented"})
-    headers = _matching(token, NonAscii=_b64("Grüße, 世界"), Tab=_b64("\tindented"))
-    result = _answered(await _post(server, body, headers))
+    body = call_body({**ARGUMENTS, "non_ascii_val": "Grüße, 世界", "tab_val": "\tindented"})
+    headers = matching_headers(token, NonAscii=b64("Grüße, 世界"), Tab=b64("\tindented"))
+    result = result_of(await post_call(server, body, headers))
     assert result.get("isError") is not True
-    assert _received(result)["non_ascii_val"] == "Grüße, 世界"
+    assert received_arguments(result)["non_ascii_val"] == "Grüße, 世界"
 
 
 @pytest.mark.parametrize(
@@ -135,11 +63,11 @@ async def test_headers_that_agree_with_the_body_are_accepted_plain_or_base64(
         ({"Region": "US-WEST1", "Priority": "3"}, "values are case-sensitive"),
         ({"Priority": "3"}, "the header is missing but the body has the value"),
         ({"Region": "us-west1", "Priority": "4"}, "a number that is not the body's"),
-        ({"Region": _b64("eu-central1"), "Priority": "3"}, "Base64 of another value"),
+        ({"Region": b64("eu-central1"), "Priority": "3"}, "Base64 of another value"),
         ({"Region": "=?base64?dXMtd2VzdDE?=", "Priority": "3"}, "Base64 without its padding"),
         ({"Region": "=?base64?dXMt!!!d2VzdDE=?=", "Priority": "3"}, "characters outside Base64"),
         ({"Region": "=?base64?dXMtd2VzdDF=?=", "Priority": "3"}, "non-canonical Base64"),
-        ({"Region": _b64(b"\xff\xfeus-west1"), "Priority": "3"}, "Base64 of bytes that are not UTF-8"),
+        ({"Region": b64(b"\xff\xfeus-west1"), "Priority": "3"}, "Base64 of bytes that are not UTF-8"),
         ({"Region": "us-west1", "Priority": "3", "Verbose": "true"}, "a header for an argument not sent"),
     ],
 )
@@ -147,7 +75,7 @@ async def test_headers_that_do_not_agree_with_the_body_are_refused(
     server, acme_conformance, token_for, params, why
 ):
     token = token_for()
-    message = _refused(await _post(server, _body(ARGUMENTS), _headers(token, **params)))
+    message = refusal_of(await post_call(server, call_body(ARGUMENTS), call_headers(token, **params)))
     assert message["id"] == 41, why
     assert len(message["error"]["message"]) < 200
 
@@ -156,46 +84,46 @@ async def test_a_header_for_an_argument_the_tool_does_not_declare_is_ignored(
     server, acme_conformance, token_for
 ):
     token = token_for()
-    headers = _matching(token, Bogus="anything", Query="not-the-query")
-    assert _answered(await _post(server, _body(ARGUMENTS), headers)).get("isError") is not True
+    headers = matching_headers(token, Bogus="anything", Query="not-the-query")
+    assert result_of(await post_call(server, call_body(ARGUMENTS), headers)).get("isError") is not True
 
 
 async def test_a_null_argument_must_come_without_its_header(server, acme_conformance, token_for):
     token = token_for()
-    body = _body({**ARGUMENTS, "verbose": None}, name="test_custom_headers_null")
-    with_header = await _post(
-        server, body, _matching(token, name="test_custom_headers_null", Verbose="false")
+    body = call_body({**ARGUMENTS, "verbose": None}, name="test_custom_headers_null")
+    with_header = await post_call(
+        server, body, matching_headers(token, name="test_custom_headers_null", Verbose="false")
     )
-    _refused(with_header)
+    refusal_of(with_header)
     # Without the header the transport lets it through, and the argument check answers: the schema
     # says boolean, and null is not one.
-    without = await _post(
-        server, body, _headers(token, name="test_custom_headers_null", Region="us-west1", Priority="3")
+    without = await post_call(
+        server, body, call_headers(token, name="test_custom_headers_null", Region="us-west1", Priority="3")
     )
     assert without.status_code == 400, without.text
-    error = _message(without)["error"]
+    error = only_message(without)["error"]
     assert error["code"] == -32602, error
     assert error["data"]["errors"] == [{"path": "/verbose", "message": "None is not of type 'boolean'"}]
 
 
 async def test_a_header_sent_twice_is_refused(server, acme_conformance, token_for):
     token = token_for()
-    headers = [*_matching(token).items(), ("Mcp-Param-Region", "us-west1")]
-    _refused(await _post(server, _body(ARGUMENTS), headers))
+    headers = [*matching_headers(token).items(), ("Mcp-Param-Region", "us-west1")]
+    refusal_of(await post_call(server, call_body(ARGUMENTS), headers))
 
 
 async def test_raw_bytes_that_are_not_utf_8_in_a_header_are_a_mismatch(server, acme_conformance, token_for):
     token = token_for()
-    headers = [(name.encode(), value.encode()) for name, value in _headers(token, Priority="3").items()]
+    headers = [(name.encode(), value.encode()) for name, value in call_headers(token, Priority="3").items()]
     headers.append((b"Mcp-Param-Region", b"us-west1\xff\xfe"))
-    _refused(await _post(server, _body(ARGUMENTS), headers))
+    refusal_of(await post_call(server, call_body(ARGUMENTS), headers))
 
 
 async def test_a_nul_in_a_value_rides_base64_and_reaches_the_tool(server, acme_conformance, token_for):
     token = token_for()
-    body = _body({**ARGUMENTS, "empty_val": "a\x00b"})
-    result = _answered(await _post(server, body, _matching(token, EmptyVal=_b64("a\x00b"))))
-    assert _received(result)["empty_val"] == "a\x00b"
+    body = call_body({**ARGUMENTS, "empty_val": "a\x00b"})
+    result = result_of(await post_call(server, body, matching_headers(token, EmptyVal=b64("a\x00b"))))
+    assert received_arguments(result)["empty_val"] == "a\x00b"
 
 
 async def _raw_http(server, request: bytes) -> bytes:
@@ -212,10 +140,10 @@ async def _raw_http(server, request: bytes) -> bytes:
 
 def _request(server, token: str, extra_header_line: bytes) -> bytes:
     """A 2026-07-28 ``tools/call`` as raw bytes, with one header line of the caller's making."""
-    body = json.dumps(_body(ARGUMENTS)).encode()
+    body = json.dumps(call_body(ARGUMENTS)).encode()
     address = urlsplit(server.mcp_url)
     lines = [f"POST {address.path} HTTP/1.1", f"Host: {address.netloc}", f"Content-Length: {len(body)}"]
-    lines += [f"{name}: {value}" for name, value in _headers(token, Priority="3").items()]
+    lines += [f"{name}: {value}" for name, value in call_headers(token, Priority="3").items()]
     lines += ["Connection: close"]
     return "\r\n".join(lines).encode() + b"\r\n" + extra_header_line + b"\r\n\r\n" + body
 
@@ -231,10 +159,11 @@ async def test_a_nul_byte_inside_a_header_is_refused_without_a_500(server, acme_
 async def test_a_header_just_under_the_server_s_limit_is_still_checked(server, acme_conformance, token_for):
     token = token_for()
     big = "x" * 12_000
-    _refused(await _post(server, _body(ARGUMENTS), _headers(token, Region=big, Priority="3")))
-    body = _body({**ARGUMENTS, "internal_space_val": big})
+    refusal_of(await post_call(server, call_body(ARGUMENTS), call_headers(token, Region=big, Priority="3")))
+    body = call_body({**ARGUMENTS, "internal_space_val": big})
     assert (
-        _answered(await _post(server, body, _matching(token, InternalSpace=big))).get("isError") is not True
+        result_of(await post_call(server, body, matching_headers(token, InternalSpace=big))).get("isError")
+        is not True
     )
 
 
@@ -254,20 +183,28 @@ async def test_a_huge_header_never_gets_a_500_and_the_server_carries_on(server, 
     # One header line longer than Daphne's (Twisted's) 16 KiB line limit ends the connection
     # without an answer; when the headers pass the limit in several lines, it answers 400 first.
     assert answer == b"" or answer.startswith(b"HTTP/1.1 400 "), answer[:500]
-    assert _answered(await _post(server, _body(ARGUMENTS), _matching(token))).get("isError") is not True
+    assert (
+        result_of(await post_call(server, call_body(ARGUMENTS), matching_headers(token))).get("isError")
+        is not True
+    )
 
 
 async def test_a_viewer_s_mismatch_is_the_same_refusal_and_a_match_is_served(
     server, acme_conformance, token_for
 ):
     token = token_for(role="viewer", scope="mcp:read")
-    _refused(await _post(server, _body(ARGUMENTS), _headers(token, Region="elsewhere", Priority="3")))
-    assert _answered(await _post(server, _body(ARGUMENTS), _matching(token))).get("isError") is not True
+    refusal_of(
+        await post_call(server, call_body(ARGUMENTS), call_headers(token, Region="elsewhere", Priority="3"))
+    )
+    assert (
+        result_of(await post_call(server, call_body(ARGUMENTS), matching_headers(token))).get("isError")
+        is not True
+    )
 
 
 async def test_a_tenant_without_the_toolset_is_told_the_tool_is_unknown(server, acme_conformance, token_for):
     token = token_for(tenant=None)
-    message = _message(await _post(server, _body(ARGUMENTS), _matching(token)))
+    message = only_message(await post_call(server, call_body(ARGUMENTS), matching_headers(token)))
     assert message["error"]["code"] == -32602, message
     assert "Unknown tool" in message["error"]["message"]
 
@@ -295,5 +232,5 @@ async def test_the_official_client_mirrors_every_kind_of_value_and_is_accepted(s
             "test_custom_headers_null", {"region": "us-east1", "priority": 1, "query": "SELECT 1"}
         )
     assert not result.is_error, result
-    assert _received(result.model_dump(by_alias=True)) == arguments
+    assert received_arguments(result.model_dump(by_alias=True)) == arguments
     assert not null_result.is_error, null_result
