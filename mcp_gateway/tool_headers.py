@@ -5,7 +5,8 @@ header, so that a proxy or load balancer can route on it without reading the bod
 transport checks each such header against the body before any Gatehouse code runs (a header
 missing, mismatched or badly encoded is -32020 with HTTP 400), reading the tool's published input
 schema; so a toolset only annotates the argument:
-``region: Annotated[str, mcp_header("Region", description="...")]``.
+``region: Annotated[str, mcp_header("Region", description="...")]``. A federation's tools (an
+upstream's published schema) are checked the same way by the request guard (``param_headers_check``).
 """
 
 from __future__ import annotations
@@ -46,8 +47,8 @@ def mcp_header(token: str, *, description: str | None = None) -> Any:
             if len(typed) == 1 and len(typed) < len(branches) and isinstance(typed[0], dict):
                 del schema["anyOf"]
                 schema.update(typed[0])
-                if schema.get("default", 0) is None:
-                    del schema["default"]
+                if "default" in schema and schema["default"] is None:
+                    del schema["default"]  # "no value" is no argument, not a null one
         schema[X_MCP_HEADER_KEY] = token
 
     return Field(description=description, json_schema_extra=annotate)
