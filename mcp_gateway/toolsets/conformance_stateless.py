@@ -28,7 +28,7 @@ from mcp_types import (
 )
 
 from accounts.models import Tenant
-from accounts.scopes import SCOPE_READ
+from accounts.scopes import SCOPE_READ, SCOPE_WRITE
 from core.db import db_call
 from mcp_gateway.client_capabilities import client_capability_missing, client_speaks_per_request
 from mcp_gateway.client_log import client_log
@@ -116,7 +116,12 @@ async def test_logging_tool(ctx: Context) -> list[ContentBlock]:
     return [TextContent(type="text", text="Logging tool executed")]
 
 
-@_fixture(
+def _trigger(name: str, description: str) -> Any:
+    # They change the tenant's configuration: not for a read-only token (a viewer's).
+    return tool(name=name, description=description, scopes=[SCOPE_WRITE], read_only=False, structured=False)
+
+
+@_trigger(
     "test_trigger_tool_change",
     "Switches the conformance_dynamic toolset for this tenant, which changes its tool list.",
 )
@@ -124,7 +129,7 @@ async def test_trigger_tool_change(ctx: Context) -> list[ContentBlock]:
     return [await _switch_dynamic(ctx)]
 
 
-@_fixture(
+@_trigger(
     "test_trigger_prompt_change",
     "Switches the conformance_dynamic toolset for this tenant, which changes its prompt list.",
 )
