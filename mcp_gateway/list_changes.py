@@ -184,7 +184,7 @@ class ListChanges:
             tenant_id, toolset = change["tenant"], change["toolset"]
             if not isinstance(tenant_id, int) or isinstance(tenant_id, bool) or not isinstance(toolset, str):
                 raise ValueError("wrong types")
-        except (ValueError, KeyError, TypeError):
+        except (ValueError, KeyError, TypeError, RecursionError):
             logger.warning("Dropped a malformed change notification: %r", payload[:200])
             return
         await self.changed(tenant_id=tenant_id, toolsets=[toolset])
