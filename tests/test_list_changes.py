@@ -111,3 +111,23 @@ def test_the_database_announces_each_change_to_a_tenants_toolsets():
         TenantToolset.objects.filter(pk=row.pk).delete()
         heard = [json.loads(n.payload) for n in listener.notifies(timeout=30, stop_after=3)]
     assert heard == [{"tenant": tenant.pk, "toolset": "conformance"}] * 3
+
+
+async def test_on_sqlite_a_saved_row_reaches_the_streams_of_its_tenant():
+    """One process and no NOTIFY: the model signal, from whatever thread saved the row."""
+    from mcp_gateway.list_changes import _LOCAL_HUBS, _row_changed
+
+    hub = ListChanges(registry=default_registry(), postgres=False)
+    try:
+        hub._loop = asyncio.get_running_loop()
+        heard = _heard(hub, 7)
+        theirs = _heard(hub, 8)
+        both = asyncio.Event()
+        hub._tenants[7].bus.subscribe(lambda event: both.set() if len(heard) == 2 else None)
+        row = TenantToolset(tenant_id=7, toolset="conformance_dynamic", enabled=True)
+        await asyncio.to_thread(_row_changed, sender=TenantToolset, instance=row)
+        await both.wait()
+        assert heard == [ToolsListChanged(), PromptsListChanged()]
+        assert theirs == []
+    finally:
+        _LOCAL_HUBS.remove(hub)
