@@ -91,7 +91,7 @@ async def test_a_worker_that_lost_its_connection_tells_every_stream_everything_c
 @pytest.mark.django_db
 def test_a_change_drops_the_workers_cached_toolsets(settings):
     settings.GATEHOUSE = {**settings.GATEHOUSE, "MCP_TOOLSET_CACHE_SECONDS": 60}
-    tenant = TenantFactory()
+    tenant = TenantFactory.create()
     toolsets_enabled(tenant_id=tenant.pk, registry=default_registry())
     assert toolsets_enabled_cached(tenant_id=tenant.pk) is not None
     asyncio.run(_hub().changed(tenant_id=tenant.pk, toolsets=["conformance"]))
@@ -102,7 +102,7 @@ def test_a_change_drops_the_workers_cached_toolsets(settings):
 def test_the_database_announces_each_change_to_a_tenants_toolsets():
     """Whoever writes the row: insert, a change of ``enabled``, delete. A save that changes
     nothing is not announced (the next announcement is the next real change)."""
-    tenant = TenantFactory()
+    tenant = TenantFactory.create()
     with psycopg.connect(**psycopg_connect_kwargs()) as listener:
         listener.execute(f"LISTEN {CHANNEL}")
         row = TenantToolset.objects.create(tenant=tenant, toolset="conformance", enabled=True)
