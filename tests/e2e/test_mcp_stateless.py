@@ -70,8 +70,11 @@ class Caller:
         *,
         arguments: dict[str, Any] | None = None,
         meta: dict[str, Any] | None = None,
+        input_responses: dict[str, Any] | None = None,
     ) -> tuple[httpx.Response, list[dict[str, Any]]]:
         params = {"name": name, "arguments": arguments or {}, "_meta": meta or _meta()}
+        if input_responses is not None:
+            params["inputResponses"] = input_responses
         response = await self.http.post(
             url, json=self.body("tools/call", params), headers=self.headers("tools/call", name)
         )
@@ -186,6 +189,20 @@ async def test_a_question_for_the_user_leaves_in_the_result_never_as_a_request_o
     result = messages[-1]["result"]
     assert result["resultType"] == "input_required", result
     assert result["inputRequests"]["confirmation"]["method"] == "elicitation/create"
+
+
+async def test_the_answer_comes_with_the_next_call(server, caller):
+    alice = caller(toolsets=["conformance"])
+    answer = {"action": "accept", "content": {"confirmed": True}}
+    response, messages = await alice.call_tool(
+        server.mcp_url,
+        "test_streaming_elicitation",
+        meta=_meta({"elicitation": {}}),
+        input_responses={"confirmation": answer},
+    )
+    assert response.status_code == 200, response.text
+    text = messages[-1]["result"]["content"][0]["text"]
+    assert text == "Confirmation: action=accept, content={'confirmed': True}"
 
 
 async def test_a_tool_that_can_do_without_the_user_still_runs_without_elicitation(server, caller):
