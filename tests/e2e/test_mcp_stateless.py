@@ -362,3 +362,29 @@ async def test_an_operators_change_in_another_process_reaches_the_stream(server,
     # And the tenant's tools are gone indeed.
     _, [message] = await alice.call_tool(server.mcp_url, "test_simple_text")
     assert message["error"]["code"] == -32602, message
+
+
+# The JSON Schema 2020-12 fixture: calls are validated against the schema it publishes.
+
+
+@pytest.mark.parametrize(
+    ("arguments", "valid"),
+    [
+        ({"name": "Ann", "email": "ann@acme.test"}, True),
+        ({"contactMethod": "phone", "phone": "555"}, True),
+        ({"contactMethod": "phone", "email": "ann@acme.test"}, False),  # if/then: phone needed
+        ({"name": "Ann"}, False),  # allOf/anyOf: phone or email
+        ({"email": "a@b", "address": {"street": 5}}, False),  # $ref into $defs
+        ({"email": "a@b", "unexpected": True}, False),  # additionalProperties
+    ],
+)
+async def test_the_2020_12_fixture_is_called_against_its_published_schema(server, caller, arguments, valid):
+    alice = caller(toolsets=["conformance"])
+    response, [message] = await alice.call_tool(
+        server.mcp_url, "json_schema_2020_12_tool", arguments=arguments
+    )
+    if valid:
+        assert message["result"]["content"][0]["text"].startswith("ok: "), message
+    else:
+        assert response.status_code == 400, response.text
+        assert message["error"]["code"] == -32602
