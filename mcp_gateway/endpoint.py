@@ -16,7 +16,7 @@ from mcp.server.context import ServerRequestContext
 from mcp.server.mcpserver import MCPServer
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
-from mcp_types import EmptyResult, SetLevelRequestParams, ToolAnnotations
+from mcp_types import EmptyResult, SetLevelRequestParams, SubscriptionsListenRequestParams, ToolAnnotations
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -31,6 +31,7 @@ from mcp_gateway.asgi.sessions import McpSessionMiddleware
 from mcp_gateway.audit_trail import AuditTrail
 from mcp_gateway.exchange import HandshakeEraApp
 from mcp_gateway.guard import RequestGuard, guarded_handler
+from mcp_gateway.list_changes import list_changes_build
 from mcp_gateway.registry import Registry, default_registry
 from mcp_gateway.relay import relay_build
 from mcp_gateway.request_state import request_state_security
@@ -74,6 +75,13 @@ def server_build(*, registry: Registry) -> MCPServer:
     tasks_install(server=server, registry=registry)
     server_add_request_handler(
         server=server, method="logging/setLevel", params_type=SetLevelRequestParams, handler=_set_log_level
+    )
+    # The SDK's listen streams, one bus per tenant, fed by toolset changes from any worker.
+    server_add_request_handler(
+        server=server,
+        method="subscriptions/listen",
+        params_type=SubscriptionsListenRequestParams,
+        handler=list_changes_build(registry=registry).listen,
     )
     return server
 
