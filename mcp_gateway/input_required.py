@@ -137,25 +137,31 @@ async def inputs_or_ask(
     A call that answers only some is asked everything again: the state never carries what the
     client sent, only what the handler minted. A request the client has not declared it can answer
     is refused with -32021 (``input_requests_offered`` first, to make do without it)."""
-    for request in requests.values():
-        if not client_can_answer(ctx, request):
-            raise _missing_capability(request)
     if not client_asks_between_calls(ctx):
+        _check_capabilities(ctx, requests)
         return {key: await _ask_now(ctx, request) for key, request in requests.items()}
     answers = input_answers(ctx, requests)
     if len(answers) == len(requests):
         return answers
-    return input_required(requests, state=state)
+    return input_required(ctx, requests, state=state)
 
 
 def input_required(
-    requests: Mapping[str, InputRequest], *, state: Mapping[str, Any] | None = None
+    ctx: Context, requests: Mapping[str, InputRequest], *, state: Mapping[str, Any] | None = None
 ) -> InputRequiredResult:
-    """The result that asks the client for ``requests``, carrying ``state`` to the next round."""
+    """The result that asks the client for ``requests``, carrying ``state`` to the next round;
+    -32021 if the client has not declared it can answer one of them."""
+    _check_capabilities(ctx, requests)
     return InputRequiredResult(
         input_requests=dict(requests),
         request_state=json.dumps(dict(state), separators=(",", ":")) if state is not None else None,
     )
+
+
+def _check_capabilities(ctx: Context, requests: Mapping[str, InputRequest]) -> None:
+    for request in requests.values():
+        if not client_can_answer(ctx, request):
+            raise _missing_capability(request)
 
 
 def _answers(request: InputRequest, answer: InputAnswer) -> bool:

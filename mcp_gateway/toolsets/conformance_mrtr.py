@@ -138,7 +138,7 @@ async def _confirmed(ctx: Context, *, fixture: str, done: str) -> list[ContentBl
     again."""
     minted = {"fixture": fixture}
     if input_state(ctx) != minted:
-        return input_required({"confirm": CONFIRM_FORM}, state=minted)
+        return input_required(ctx, {"confirm": CONFIRM_FORM}, state=minted)
     answers = await inputs_or_ask(ctx, {"confirm": CONFIRM_FORM}, state=minted)
     if isinstance(answers, InputRequiredResult):
         return answers
@@ -184,7 +184,9 @@ async def test_input_required_result_multi_round(ctx: Context) -> list[ContentBl
     answers = await inputs_or_ask(ctx, {"step1": first}, state={"round": 1})
     if isinstance(answers, InputRequiredResult):
         return answers
-    return input_required({"step2": COLOUR_FORM}, state={"round": 2, "name": _said(answers["step1"], "name")})
+    return input_required(
+        ctx, {"step2": COLOUR_FORM}, state={"round": 2, "name": _said(answers["step1"], "name")}
+    )
 
 
 @_fixture("test_input_required_result_capabilities", "Asks only for what the client declared it can answer.")
