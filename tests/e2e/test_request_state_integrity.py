@@ -10,7 +10,16 @@ import asyncio
 
 import pytest
 from mcp.shared.exceptions import MCPError
-from mcp_types import ElicitRequestParams, ElicitResult, InputRequiredResult, InputResponses, TextContent
+from mcp_types import (
+    ElicitRequestParams,
+    ElicitResult,
+    InputRequiredResult,
+    InputResponses,
+    ListRootsResult,
+    Root,
+    TextContent,
+)
+from pydantic import FileUrl
 
 from mcp_gateway.input_required import INVALID_STATE
 from tests.e2e.conftest import MAIN_SERVER_TOOLSET_CACHE_SECONDS
@@ -147,3 +156,25 @@ async def test_the_sdk_client_answers_round_after_round_with_the_sealed_state(se
     assert [m.content.text for m in prompt.messages if isinstance(m.content, TextContent)] == [
         "Use this context: quarterly sales"
     ]
+
+
+async def test_on_a_handshake_era_session_the_same_tools_ask_mid_call(server, conformance_on):
+    # mcp_gateway.input_required asks over the session's back-channel there: one call, no state.
+    asked: list[str] = []
+
+    async def answer(context, params: ElicitRequestParams) -> ElicitResult:
+        asked.append(params.message)
+        return ElicitResult(action="accept", content={"name": "Alice"})
+
+    async def roots(context) -> ListRootsResult:
+        return ListRootsResult(roots=[Root(uri=FileUrl("file:///work"), name="Work")])
+
+    async with sdk_client(
+        server, Person("alice"), elicitation_callback=answer, list_roots_callback=roots
+    ) as (client, _):
+        assert client.protocol_version == "2025-11-25"
+        greeting = await client.call_tool("test_input_required_result_elicitation", {})
+        listed = await client.call_tool("test_input_required_result_list_roots", {})
+    assert asked == ["What is your name?"]
+    assert _text(greeting) == "Hello, Alice!"
+    assert _text(listed) == "Client roots: file:///work (Work)"
