@@ -21,9 +21,11 @@ from mcp_types import (
 )
 from pydantic import FileUrl
 
+from core.models import AuditAction, AuditOutcome
 from mcp_gateway.input_required import INVALID_STATE
 from tests.e2e.conftest import MAIN_SERVER_TOOLSET_CACHE_SECONDS
 from tests.e2e.harness import Person, sdk_client
+from tests.e2e.stamping import StampingTransport, audit_events
 
 pytestmark = pytest.mark.django_db
 
@@ -67,14 +69,15 @@ def _tamperings(state: str) -> list[str]:
 
 
 async def test_a_tampered_state_is_refused_and_the_untouched_one_completes(server, conformance_on):
-    async with sdk_client(server, Person("alice"), mode="2026-07-28", elicitation_callback=_confirm) as (
-        client,
-        _,
-    ):
+    transport = StampingTransport()
+    async with sdk_client(
+        server, Person("alice"), mode="2026-07-28", elicitation_callback=_confirm, transport=transport
+    ) as (client, _):
         first = await _first_round(client)
         assert first.input_requests is not None
         assert set(first.input_requests) == {"confirm"}
-        for tampered in _tamperings(first.request_state or ""):
+        tampered_states = _tamperings(first.request_state or "")
+        for tampered in tampered_states:
             refusal = await _refused(client, tampered)
             assert refusal.error.code == -32602, tampered
             assert refusal.error.message == INVALID_STATE
@@ -88,6 +91,18 @@ async def test_a_tampered_state_is_refused_and_the_untouched_one_completes(serve
         )
     assert not isinstance(done, InputRequiredResult)
     assert _text(done) == "State verified: confirmed=True"
+    # Every refusal is on the audit trail, under the person who sent it.
+    calls = transport.request_ids("tools/call")
+    assert len(calls) == len(tampered_states) + 2
+    for request_id in calls[1:-1]:
+        [event] = await audit_events(request_id)
+        assert (event.action, event.outcome, event.target) == (
+            AuditAction.TOOL_CALLED,
+            AuditOutcome.ERROR,
+            TAMPERED,
+        )
+        assert event.detail["code"] == -32602
+        assert event.username == "alice"
 
 
 async def test_a_state_sealed_for_another_person_is_refused(server, conformance_on):
