@@ -59,7 +59,10 @@ def server_build(*, registry: Registry) -> MCPServer:
         request_state_security=request_state_security(),
     )
     server_drop_telemetry(server=server)
-    server.middleware.extend([AuditTrail(registry), RequestGuard(registry, server)])
+    # The audit trail goes first, before the SDK's requestState boundary: a refused state (tampered,
+    # expired, someone else's) is a call worth its audit row too.
+    server.middleware.insert(0, AuditTrail(registry))
+    server.middleware.append(RequestGuard(registry, server))
     for spec in registry.tools:
         server.add_tool(
             guarded_handler(spec),
