@@ -34,6 +34,12 @@ def client_capability_missing(
     -32021 on 2026-07-28, else a ``ToolError`` saying ``fallback`` (the tool's result)."""
     if not client_speaks_per_request(ctx):
         return ToolError(fallback)
+    return capability_missing_error(required=required, name=name)
+
+
+def capability_missing_error(*, required: ClientCapabilities, name: str) -> MCPError:
+    """JSON-RPC -32021 naming ``required`` (the protocol's ``MissingRequiredClientCapabilityError``;
+    HTTP 400 on 2026-07-28)."""
     data = MissingRequiredClientCapabilityErrorData(required_capabilities=required)
     return MCPError(
         code=MISSING_REQUIRED_CLIENT_CAPABILITY,

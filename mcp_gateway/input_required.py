@@ -33,7 +33,6 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.shared.exceptions import MCPError, NoBackChannelError
 from mcp.shared.message import ServerMessageMetadata
 from mcp_types import (
-    MISSING_REQUIRED_CLIENT_CAPABILITY,
     ClientCapabilities,
     CreateMessageRequest,
     CreateMessageRequestParams,
@@ -48,7 +47,6 @@ from mcp_types import (
     InputRequiredResult,
     ListRootsRequest,
     ListRootsResult,
-    MissingRequiredClientCapabilityErrorData,
     RootsCapability,
     SamplingCapability,
     SamplingMessage,
@@ -56,13 +54,13 @@ from mcp_types import (
 )
 
 from core.errors import InvalidInput
+from mcp_gateway.client_capabilities import capability_missing_error
 from mcp_gateway.client_requests import NO_BACK_CHANNEL, client_asks_between_calls, client_offers_forms
 
 InputAnswer = ElicitResult | CreateMessageResult | CreateMessageResultWithTools | ListRootsResult
 
 # The SDK's own words for a state that fails its checks, so every refusal reads the same.
 INVALID_STATE = "Invalid or expired requestState"
-MISSING_CAPABILITY = "This client did not declare the {name} capability this request needs."
 
 
 def ask_form(*, message: str, schema: dict[str, Any]) -> ElicitRequest:
@@ -212,9 +210,4 @@ def _missing_capability(request: InputRequest) -> MCPError:
     else:
         name = "roots"
         required = ClientCapabilities(roots=RootsCapability())
-    data = MissingRequiredClientCapabilityErrorData(required_capabilities=required)
-    return MCPError(
-        code=MISSING_REQUIRED_CLIENT_CAPABILITY,
-        message=MISSING_CAPABILITY.format(name=name),
-        data=data.model_dump(by_alias=True, mode="json", exclude_none=True),
-    )
+    return capability_missing_error(required=required, name=name)
