@@ -63,7 +63,13 @@ from mcp_gateway.task_wire import (
     request_declares_tasks,
     task_id_screened,
 )
-from mcp_gateway.tool_tasks import TASKS_EXTENSION, ToolTask, ToolTaskRunner, tool_task_runner
+from mcp_gateway.tool_tasks import (
+    TASKS_EXTENSION,
+    TOOL_TASK_SCOPE_KEY,
+    ToolTask,
+    ToolTaskRunner,
+    tool_task_runner,
+)
 from mcp_gateway.toolset_access import toolsets_enabled_async
 
 EXTENSION_VERSION = "2026-07-28"
@@ -180,8 +186,10 @@ class TaskExtensionGate:
     ) -> HandlerResult:
         spec = self.registry.get(str(params.get("name", "")))
         runner = tool_task_runner()
-        if spec is None or spec.task_support == "forbidden" or runner is None:
-            # A legacy ``task`` hint never makes a task of a tool that has none.
+        scope = getattr(ctx.request, "scope", {})
+        if spec is None or spec.task_support == "forbidden" or runner is None or TOOL_TASK_SCOPE_KEY in scope:
+            # A legacy ``task`` hint never makes a task of a tool that has none; the runner's own
+            # call of a task's tool is the task's work, served as the plain call it is.
             return await call_next(ctx)
         if not request_declares_tasks(params):
             if spec.task_support == "required":
@@ -191,9 +199,9 @@ class TaskExtensionGate:
                     data=missing_extension_error_data(),
                 )
             return await call_next(ctx)
-        if getattr(ctx.request, "scope", {}).get("type") != "http":
-            # Only a client's HTTP request starts a task: a tool run in-process (by the runner
-            # itself, or stdio) runs as the plain call it is, so a task never starts another.
+        if scope.get("type") != "http":
+            # Only a client's HTTP request starts a task: a tool run in-process (stdio) runs as the
+            # plain call it is.
             return await call_next(ctx)
         if spec.name in _escalating_tools:
             return await self._escalating(ctx, params, call_next, tool=spec.name)

@@ -26,7 +26,13 @@ from mcp_gateway.task_extension import (
     tool_task_escalate,
 )
 from mcp_gateway.task_wire import create_task_result, detailed_task
-from mcp_gateway.tool_tasks import TASKS_EXTENSION, ToolTask, tool_task_runner, tool_task_runner_register
+from mcp_gateway.tool_tasks import (
+    TASKS_EXTENSION,
+    TOOL_TASK_SCOPE_KEY,
+    ToolTask,
+    tool_task_runner,
+    tool_task_runner_register,
+)
 
 NOW = datetime(2026, 11, 27, 12, 0, tzinfo=UTC)
 ISO = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}")
@@ -304,6 +310,14 @@ async def test_a_legacy_task_hint_never_makes_a_task_of_a_plain_tool(gate, runne
 async def test_a_call_not_from_http_runs_as_the_plain_call_so_a_task_never_starts_another(gate, runner):
     ctx = _ctx("tools/call", {"name": "maybe", "arguments": {}})
     ctx.request.scope["type"] = "stdio"
+    call_next = Next()
+    assert await gate(ctx, call_next) == call_next.result
+    assert not runner.started
+
+
+async def test_the_runners_own_call_of_a_tasks_tool_is_served_as_a_plain_call(gate, runner):
+    ctx = _ctx("tools/call", {"name": "always", "arguments": {}}, declares=False)
+    ctx.request.scope = {IDENTITY_KEY: _identity(), TOOL_TASK_SCOPE_KEY: "task-1"}
     call_next = Next()
     assert await gate(ctx, call_next) == call_next.result
     assert not runner.started
