@@ -17,10 +17,10 @@ own result is trusted as it is; ``docs/mcp-tasks.md``). Only on 2026-07-28:
   required one is refused with -32021. A tool may instead gather input first (MRTR) and continue
   as a task on the final round: it registers with ``task_escalation_register`` and calls
   ``tool_task_escalate`` once it has what it needs;
-* ``tasks/get``, ``tasks/update`` and ``tasks/cancel`` are served here (a request that does not
-  declare the extension: -32021; an id that is not one of the caller's tasks: -32602), checking
-  ``Mcp-Name`` against ``taskId`` (-32020); ``tasks/result`` and ``tasks/list``, which the
-  extension removed, are -32601.
+* ``tasks/get``, ``tasks/update`` and ``tasks/cancel`` are served here where the extension is
+  offered (else -32601), checking ``Mcp-Name`` against ``taskId`` (-32020); a request that does
+  not declare the extension: -32021; an id that is not one of the caller's tasks: -32602.
+  ``tasks/result`` and ``tasks/list``, which the extension removed, are -32601.
 
 On older versions nothing changes: 2025-11-25's tasks are ``task_requests``'s.
 """
@@ -240,11 +240,11 @@ class TaskExtensionGate:
         self, ctx: ServerRequestContext[Any, Any], params: dict[str, Any]
     ) -> dict[str, Any]:
         task_id = params.get("taskId")
-        _check_name_header(ctx, task_id)
         identity = identity_from_request(ctx.request)
         runner = tool_task_runner()
         if runner is None or not await self._offered(identity):
             raise MCPError(code=METHOD_NOT_FOUND, message=NOT_OFFERED, data=ctx.method)
+        _check_name_header(ctx, task_id)
         if not request_declares_tasks(params):
             raise MCPError(
                 code=MISSING_EXTENSION_CODE,
