@@ -24,7 +24,7 @@ def _waiting_on_two(me):
     # A second request beside the tool's own, as a tool asking two things at once leaves them.
     job = Job.objects.get(pk=task.task_id)
     requests = {**(waiting.input_requests or {}), "other": {"method": "elicitation/create", "params": {}}}
-    job.checkpoint = {**job.checkpoint, "inputRequests": json.dumps(requests)}
+    job.checkpoint = {**(job.checkpoint or {}), "inputRequests": json.dumps(requests)}
     job.save(update_fields=["checkpoint"])
     return task
 
