@@ -24,6 +24,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+from core.conf import gatehouse_settings
 from core.db import db_call
 from core.errors import AuthenticationFailed, PermissionDenied
 from core.identity import Identity
@@ -123,9 +124,12 @@ def _failed(error: Mapping[str, Any]) -> Complete:
 
 class ToolTaskKind:
     name = TOOL_TASK_KIND
-    # make run's worker takes every queue; the end-to-end tests' worker takes this one.
-    queue = "default"
     checkpoint_kinds: tuple[str, ...] = (INPUT_CHECKPOINT,)
+
+    @property
+    def queue(self) -> str:
+        """``JOBS_TOOL_TASK_QUEUE`` (``default`` unless set), read when a step is enqueued."""
+        return gatehouse_settings.JOBS_TOOL_TASK_QUEUE
 
     def validate_input(self, *, job_input: Mapping[str, Any]) -> dict[str, Any]:
         # Built by the runner (``jobs.tool_tasks``), which checked the client's parts.

@@ -13,7 +13,7 @@ interrupted too many times) is ``failed`` with -32603 and the engine's message; 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.db import transaction
@@ -25,7 +25,7 @@ from core.identity import Identity
 from jobs.errors import JobNotFound
 from jobs.models import Job, JobState
 from jobs.selectors import job_id_parse, jobs_of
-from jobs.services import job_cancel, job_decide, job_start
+from jobs.services import job_cancel, job_decide, job_finish, job_start
 from jobs.tool_task_kind import (
     INPUT_CHECKPOINT,
     TOOL_TASK_KIND,
@@ -46,6 +46,9 @@ ARGUMENTS_MAX_BYTES = 1024 * 1024
 CAPABILITIES_MAX_BYTES = 64 * 1024
 INPUT_RESPONSES_MAX_BYTES = 1024 * 1024
 TOOL_NAME_MAX_CHARS = 200
+# Expired tasks are deleted by the workers, this many at a time, this often.
+EXPIRE_BATCH = 1000
+EXPIRE_INTERVAL_SECONDS = 300
 # The error of a job the engine failed (its message is the engine's, meant for the person).
 INTERNAL_ERROR = -32603
 
@@ -228,6 +231,36 @@ def tool_task_cancel(*, identity: Identity, task_id: object) -> None:
         if job.is_finished:
             return
         job_cancel(tenant_id=identity.tenant_id, user_id=identity.user_id, job_id=job.pk)
+
+
+def tool_tasks_expire(*, now: datetime | None = None, batch: int = EXPIRE_BATCH) -> int:
+    """Delete the tool tasks past their ttl (a running one is cancelled first, which stops its
+    call, and deleted on a later round); returns how many rows changed. Run by every jobs worker
+    (``manage.py jobs_worker``) every ``EXPIRE_INTERVAL_SECONDS``."""
+    now = now or timezone.now()
+    rows = (
+        Job.objects.filter(kind=TOOL_TASK_KIND, created__lt=now - timedelta(milliseconds=TTL_MIN_MS))
+        .order_by("created")
+        .values_list("pk", "created", "input__ttl_ms")[:batch]
+    )
+    expired = [
+        pk
+        for pk, created, ttl in rows
+        if isinstance(ttl, int) and created + timedelta(milliseconds=ttl) < now
+    ]
+    changed = 0
+    for pk in expired:
+        with transaction.atomic():
+            job = Job.objects.select_for_update(skip_locked=True).filter(pk=pk).first()
+            if job is None:
+                continue
+            if job.state == JobState.RUNNING:
+                job_finish(job=job, state=JobState.CANCELLED, message="Expired.")
+                job.save()
+            else:
+                job.delete()
+            changed += 1
+    return changed
 
 
 class JobToolTaskRunner:

@@ -4,14 +4,16 @@ worker processes is in test_tool_tasks_workers.py."""
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 import pytest
 from asgiref.sync import async_to_sync
+from django.utils import timezone
 
 from accounts.scopes import SCOPE_READ
 from core.errors import InvalidInput, NotFound
-from core.models import AuditEvent
+from core.models import AuditEvent, RateLimitScope
 from jobs.models import Job, JobState
 from jobs.tool_task_kind import TOOL_TASK_KIND
 from jobs.tool_tasks import (
@@ -24,8 +26,10 @@ from jobs.tool_tasks import (
     tool_task_cancel,
     tool_task_get,
     tool_task_update,
+    tool_tasks_expire,
 )
 from mcp_gateway.tool_tasks import ToolTask, tool_task_runner
+from tests.factories import RateLimitRuleFactory
 from tests.jobs.support import steps_run
 from tests.jobs.task_tools import CRASH_DETAIL, SOFT_ERROR
 from tests.jobs.tool_task_support import identity_of, run_and_get, start, task_tools  # noqa: F401
@@ -277,3 +281,28 @@ def test_the_runner_speaks_the_contract_from_an_event_loop(owner):
     async_to_sync(runner.cancel)(identity=me, task_id=task.task_id)
     with pytest.raises(NotFound):
         async_to_sync(runner.get)(identity=me, task_id="nope")
+
+
+def test_tasks_past_their_ttl_are_deleted_and_a_running_one_cancelled_first(owner):
+    me = identity_of(owner)
+    finished = start(me, "tt_echo", {"text": "old"}, ttl_ms=TTL_MIN_MS)
+    run_and_get(me, finished)
+    running = start(me, "tt_echo", {"text": "old too"}, ttl_ms=TTL_MIN_MS)
+    fresh = start(me, "tt_echo", {"text": "new"})
+    past = timezone.now() - timedelta(milliseconds=TTL_MIN_MS + 1000)
+    Job.objects.filter(pk__in=[finished.task_id, running.task_id]).update(created=past)
+
+    assert tool_tasks_expire() == 2
+    assert not Job.objects.filter(pk=finished.task_id).exists()
+    assert Job.objects.get(pk=running.task_id).state == JobState.CANCELLED
+    assert tool_tasks_expire() == 1
+    assert not Job.objects.filter(pk=running.task_id).exists()
+    assert tool_task_get(identity=me, task_id=fresh.task_id).status == "working"
+
+
+def test_the_tasks_own_call_does_not_spend_the_rate_limit_again(owner):
+    RateLimitRuleFactory(scope=RateLimitScope.TOOL, limit=1, period_seconds=3600)
+    me = identity_of(owner)
+    # The extension's layer counts the call when the task starts; the run is not counted again.
+    done = [run_and_get(me, start(me, "tt_echo", {"text": str(n)})) for n in range(3)]
+    assert [task.status for task in done] == ["completed"] * 3

@@ -16,7 +16,6 @@ from core.identity import Identity
 from jobs import step_loop as step_loop_module
 from jobs import tool_call
 from jobs.step_loop import step_loop_run, step_loop_stop
-from jobs.tool_task_kind import TOOL_TASK
 from jobs.tool_tasks import tool_task_get, tool_task_start
 from mcp_gateway.tool_tasks import ToolTask
 from tests.jobs.support import steps_run
@@ -59,7 +58,7 @@ def task_tools(settings, monkeypatch) -> Iterator[None]:
     session's end-to-end worker, which lacks the test tools, never takes them)."""
     toolsets_with_test_tools(settings)
     monkeypatch.setattr(tool_call, "_server", None)
-    monkeypatch.setattr(TOOL_TASK, "queue", TOOL_TASK_TEST_QUEUE)
+    settings.GATEHOUSE = {**settings.GATEHOUSE, "JOBS_TOOL_TASK_QUEUE": TOOL_TASK_TEST_QUEUE}
     yield
     step_loop_close()
 
