@@ -375,6 +375,9 @@ GATEHOUSE: dict[str, Any] = {
     # Jobs (jobs): a step whose worker has not renewed its claim for this long is taken to be lost
     # (the worker died) and is enqueued again; a live worker renews it every quarter of this.
     "JOBS_STEP_LEASE_SECONDS": env_int("JOBS_STEP_LEASE_SECONDS", default=30, minimum=1),
+    # The task queue of MCP tool tasks' steps (jobs.tool_task_kind), so they can have workers of
+    # their own (jobs_worker --queue-name); make run's worker takes every queue.
+    "JOBS_TOOL_TASK_QUEUE": env_str("JOBS_TOOL_TASK_QUEUE", default="default"),
     # The literature search (research): the sources this deployment offers (a closed network keeps
     # only "library", the tenant's own BibTeX library).
     "RESEARCH_SOURCES": env_list("RESEARCH_SOURCES", default=["openalex", "crossref", "arxiv", "library"]),

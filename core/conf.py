@@ -122,6 +122,7 @@ class GatehouseSettings:
     UPSTREAM_LIST_CACHE_SECONDS = _Setting(_int)
     # Jobs (jobs)
     JOBS_STEP_LEASE_SECONDS = _Setting(_int)
+    JOBS_TOOL_TASK_QUEUE = _Setting(_str)
     RESEARCH_SOURCES = _Setting(_str_list)
     RESEARCH_OPENALEX_URL = _Setting(_str)
     RESEARCH_CROSSREF_URL = _Setting(_str)

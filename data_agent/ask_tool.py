@@ -151,6 +151,9 @@ def _earlier_round(ctx: Context) -> tuple[bool, list[tuple[str, str]]]:
     # The run enforces its own limit with a clearer message; this is the backstop.
     timeout_seconds=lambda: question_timeout_seconds() + 15,
     expensive=True,
+    # A run takes tens of seconds: a 2026-07-28 client with the tasks extension gets a task at
+    # once and follows it, and a clarification becomes the task's input_required.
+    task_support="optional",
 )
 async def ask_question(
     ontologyId: OntologyId,

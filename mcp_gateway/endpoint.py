@@ -38,6 +38,7 @@ from mcp_gateway.request_state import request_state_security
 from mcp_gateway.sdk import server_add_request_handler, server_drop_telemetry, server_lowlevel
 from mcp_gateway.sessions import session_purge, session_set_log_level
 from mcp_gateway.step_up import challenging_send
+from mcp_gateway.task_extension import task_extension_install
 from mcp_gateway.task_requests import tasks_install
 
 logger = logging.getLogger(__name__)
@@ -76,6 +77,7 @@ def server_build(*, registry: Registry) -> MCPServer:
         if toolset.install is not None:
             toolset.install(server)
     tasks_install(server=server, registry=registry)
+    task_extension_install(server=server, registry=registry)
     server_add_request_handler(
         server=server, method="logging/setLevel", params_type=SetLevelRequestParams, handler=_set_log_level
     )

@@ -28,6 +28,7 @@ from mcp_gateway.rbac import missing_scopes, tool_allowed
 from mcp_gateway.registry import Registry, ToolSpec
 from mcp_gateway.sdk import server_resource_finder
 from mcp_gateway.tool_headers import param_headers_check
+from mcp_gateway.tool_tasks import TOOL_TASK_SCOPE_KEY
 from mcp_gateway.toolset_access import toolsets_enabled_async
 
 logger = logging.getLogger(__name__)
@@ -106,7 +107,9 @@ class RequestGuard:
             params = ctx.params if isinstance(ctx.params, dict) else {}
             federated: FederatedItem | None = None
             if ctx.method == "tools/call":
-                federated = await self._check_call(params, identity, enabled, ctx.request)
+                # A tool task's own call was counted when the task started (the extension's layer).
+                counted = TOOL_TASK_SCOPE_KEY not in getattr(ctx.request, "scope", {})
+                federated = await self._check_call(params, identity, enabled, ctx.request, counted=counted)
             elif ctx.method == "resources/read":
                 uri = str(params.get("uri", ""))
                 toolset = self.registry.toolset_of_resource(uri)
@@ -241,7 +244,13 @@ class RequestGuard:
             raise InvalidInput(message)
 
     async def _check_call(
-        self, params: dict[str, Any], identity: Identity, enabled: frozenset[str], request: Any
+        self,
+        params: dict[str, Any],
+        identity: Identity,
+        enabled: frozenset[str],
+        request: Any,
+        *,
+        counted: bool = True,
     ) -> FederatedItem | None:
         name = str(params.get("name", ""))
         spec = self.registry.get(name)
@@ -277,6 +286,8 @@ class RequestGuard:
             # Validation happens here, before any tool code runs.
             raise InvalidInput(f"{INVALID_ARGUMENTS} for {name}", data={"tool": name, "errors": problems})
         # Counted last: a call refused for its scope or arguments spends none of the caller's budget.
+        if not counted:
+            return federated
         await rate_limit_mcp(
             identity=identity,
             scope=RateLimitScope.TOOL,

@@ -23,6 +23,10 @@ TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
 TaskSupport = Literal["forbidden", "optional", "required"]
 ToolTaskStatus = Literal["working", "input_required", "completed", "failed", "cancelled"]
 TOOL_TASK_TERMINAL: frozenset[str] = frozenset({"completed", "failed", "cancelled"})
+# In the request scope of the call a runner makes to run a task's tool (the task's id): that call
+# is the task's own work, so the extension's layer serves it as a plain call (no new task, and a
+# tool whose task support is ``required`` runs), with every other check of the guard as usual.
+TOOL_TASK_SCOPE_KEY = "gatehouse.tool_task"
 
 
 @dataclass(frozen=True, slots=True)

@@ -56,7 +56,7 @@ def _rate_limits_count_from_zero(settings) -> None:
     rate_limit_reset_for_tests()
 
 
-# The queue of the literature searches that in-process tests start: the session's jobs worker
+# The queue of the literature searches and tool tasks that in-process tests start: the session's jobs worker
 # (tests/e2e's ``jobs_worker``, alive once an end-to-end module asked for it) takes only "default",
 # so it never runs their steps behind the test's back; tests/jobs/support.py's steps_run takes all.
 IN_PROCESS_JOBS_QUEUE = "in-process-tests"
@@ -69,3 +69,5 @@ def _in_process_jobs_queue(request: pytest.FixtureRequest, monkeypatch: pytest.M
     from research.literature_job import literature_search
 
     monkeypatch.setattr(literature_search, "queue", IN_PROCESS_JOBS_QUEUE, raising=False)
+    # And MCP tool tasks (jobs.tool_task_kind), whose queue is a setting.
+    monkeypatch.setitem(settings.GATEHOUSE, "JOBS_TOOL_TASK_QUEUE", IN_PROCESS_JOBS_QUEUE)

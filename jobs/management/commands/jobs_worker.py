@@ -3,7 +3,8 @@ worker died.
 
 It is django-tasks-db's ``db_worker`` (the same options: ``--queue-name``, ``--interval``,
 ``--batch``, ``--max-tasks``, ``--worker-id``...), plus a thread that runs ``jobs.recovery`` at
-start and every ``JOBS_STEP_LEASE_SECONDS / 2``, and two changes:
+start and every ``JOBS_STEP_LEASE_SECONDS / 2`` (and deletes MCP tool tasks past their ttl every
+few minutes, ``jobs.tool_tasks.tool_tasks_expire``), and two changes:
 
 - a database that goes away does not end it: db_worker's loop lets any database error other than a
   locked SQLite file out, which would stop the process; here the loop starts again on a new
@@ -35,6 +36,7 @@ from django_tasks_db.management.commands.db_worker import Worker
 from core.conf import gatehouse_settings
 from jobs.recovery import jobs_recover
 from jobs.steps import worker_id_set
+from jobs.tool_tasks import EXPIRE_INTERVAL_SECONDS, tool_tasks_expire
 
 logger = logging.getLogger("jobs.worker")
 
@@ -128,12 +130,18 @@ def _stop_when_stdin_closes() -> None:
 
 def _recover_forever(stop: threading.Event) -> None:
     interval = max(0.5, gatehouse_settings.JOBS_STEP_LEASE_SECONDS / 2)
+    expired_at = 0.0
     try:
         while True:
             try:
                 recovered = jobs_recover()
                 if recovered:
                     logger.warning("Enqueued again %d step(s) whose worker stopped", recovered)
+                if time.monotonic() - expired_at >= EXPIRE_INTERVAL_SECONDS:
+                    expired_at = time.monotonic()
+                    expired = tool_tasks_expire()
+                    if expired:
+                        logger.info("Expired %d tool task(s) past their ttl", expired)
             except Exception:
                 # A dead database, a locked SQLite file: try again next round.
                 logger.warning("Recovering job steps failed; trying again", exc_info=True)
