@@ -33,6 +33,7 @@ from mcp_types import (
 )
 
 from core.identity import Identity
+from core.request_context import request_context_outside_http
 from mcp_gateway.endpoint import server_build
 from mcp_gateway.identity import request_for_identity
 from mcp_gateway.jsonrpc_errors import as_mcp_error
@@ -145,14 +146,15 @@ async def tool_call_run(
         TASK_PROTOCOL_VERSION, TASK_CLIENT_INFO, params["_meta"][CLIENT_CAPABILITIES_META_KEY]
     )
     try:
-        result = await serve_one(
-            server_lowlevel(server=server),
-            channel,
-            "tools/call",
-            params,
-            connection=connection,
-            lifespan_state={},
-        )
+        with request_context_outside_http(request_id=channel.request_id):
+            result = await serve_one(
+                server_lowlevel(server=server),
+                channel,
+                "tools/call",
+                params,
+                connection=connection,
+                lifespan_state={},
+            )
     except Exception as error:
         return CallAnswer(error=_error_object(error))
     return CallAnswer(result=result)
