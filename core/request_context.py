@@ -13,12 +13,14 @@ id, client address), unless ``ACCESS_LOG`` is off.
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import ipaddress
 import logging
 import re
 import time
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -51,6 +53,18 @@ def request_context() -> RequestContext | None:
 def current_request_id() -> str:
     ctx = _current.get()
     return ctx.request_id if ctx else ""
+
+
+@contextlib.contextmanager
+def request_context_outside_http(*, request_id: str) -> Iterator[RequestContext]:
+    """Serve work that stands for a request but arrived by no HTTP request (a tool task's call in a
+    jobs worker) under ``request_id``, so its log lines and audit rows carry it."""
+    context = RequestContext(request_id=request_id[:128], ip=None)
+    token = _current.set(context)
+    try:
+        yield context
+    finally:
+        _current.reset(token)
 
 
 def request_id_new() -> str:

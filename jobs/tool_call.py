@@ -33,6 +33,7 @@ from mcp_types import (
 )
 
 from core.identity import Identity
+from core.request_context import request_context_outside_http
 from mcp_gateway.endpoint import server_build
 from mcp_gateway.identity import request_for_identity
 from mcp_gateway.jsonrpc_errors import as_mcp_error
@@ -72,8 +73,9 @@ class _TaskChannel:
     """The SDK's ``DispatchContext`` for the worker's call: no back-channel; a progress
     notification's message goes to ``on_progress`` (the task's status message)."""
 
-    def __init__(self, *, request: object, on_progress: ProgressHook | None) -> None:
-        self.request_id = PROGRESS_TOKEN
+    def __init__(self, *, request: object, task_id: str, on_progress: ProgressHook | None) -> None:
+        # The audit trail records it as the request's id: the call's row names its task.
+        self.request_id = f"task:{task_id}"
         self.message_metadata: MessageMetadata = ServerMessageMetadata(request_context=request)
         self.transport = TransportContext(kind=TRANSPORT_KIND, can_send_request=False)
         self.cancel_requested = anyio.Event()
@@ -139,19 +141,20 @@ async def tool_call_run(
     request = request_for_identity(identity=identity)
     # The extension's layer lets this call through as a plain one, whatever the tool's task support.
     request.scope[TOOL_TASK_SCOPE_KEY] = task_id
-    channel = _TaskChannel(request=request, on_progress=on_progress)
+    channel = _TaskChannel(request=request, task_id=task_id, on_progress=on_progress)
     connection = Connection.from_envelope(
         TASK_PROTOCOL_VERSION, TASK_CLIENT_INFO, params["_meta"][CLIENT_CAPABILITIES_META_KEY]
     )
     try:
-        result = await serve_one(
-            server_lowlevel(server=server),
-            channel,
-            "tools/call",
-            params,
-            connection=connection,
-            lifespan_state={},
-        )
+        with request_context_outside_http(request_id=channel.request_id):
+            result = await serve_one(
+                server_lowlevel(server=server),
+                channel,
+                "tools/call",
+                params,
+                connection=connection,
+                lifespan_state={},
+            )
     except Exception as error:
         return CallAnswer(error=_error_object(error))
     return CallAnswer(result=result)

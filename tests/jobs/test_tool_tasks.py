@@ -71,9 +71,11 @@ def test_a_task_is_working_at_once_then_completed_with_the_tools_result(owner):
 
 def test_the_call_goes_through_the_audit_trail_as_the_tasks_person(owner):
     me = identity_of(owner)
-    run_and_get(me, start(me, "tt_echo", {"text": "audited"}))
+    task = start(me, "tt_echo", {"text": "audited"})
+    run_and_get(me, task)
     events = AuditEvent.objects.filter(user_id=owner.user_id, tenant_id=owner.tenant_id)
-    assert [event.target for event in events if event.action == "tool.called"] == ["tt_echo"]
+    called = [(e.target, e.request_id, e.client_id) for e in events if e.action == "tool.called"]
+    assert called == [("tt_echo", f"task:{task.task_id}", me.client_id)]
 
 
 def test_a_tool_error_completes_the_task_with_is_error(owner):
