@@ -17,6 +17,8 @@ from jobs import step_loop as step_loop_module
 from jobs import tool_call
 from jobs.step_loop import step_loop_run, step_loop_stop
 from jobs.tool_tasks import tool_task_get, tool_task_start
+from mcp_gateway import toolset_access
+from mcp_gateway.registry import default_registry
 from mcp_gateway.tool_tasks import ToolTask
 from tests.jobs.support import steps_run
 from tests.jobs.task_tools import TOOLSET_MODULE
@@ -57,10 +59,17 @@ def task_tools(settings, monkeypatch) -> Iterator[None]:
     """The test tools served in this process, and tool tasks enqueued on a queue of their own (the
     session's end-to-end worker, which lacks the test tools, never takes them)."""
     toolsets_with_test_tools(settings)
+    # The registry is built once per process: built again here with the test tools, and again
+    # afterwards without them, so no later test sees them.
+    default_registry.cache_clear()
     monkeypatch.setattr(tool_call, "_server", None)
+    # An answer cached by an earlier test for a tenant of the same id (sequences restart between
+    # modules) would not know the test toolset.
+    monkeypatch.setattr(toolset_access, "_cache", {})
     settings.GATEHOUSE = {**settings.GATEHOUSE, "JOBS_TOOL_TASK_QUEUE": TOOL_TASK_TEST_QUEUE}
     yield
     step_loop_close()
+    default_registry.cache_clear()
 
 
 def step_loop_close() -> None:
