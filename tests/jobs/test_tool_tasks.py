@@ -4,12 +4,14 @@ worker processes is in test_tool_tasks_workers.py."""
 
 from __future__ import annotations
 
+import time
 from datetime import timedelta
 from typing import Any
 
 import pytest
 from asgiref.sync import async_to_sync
 from django.utils import timezone
+from mcp.server import request_state as request_state_module
 
 from accounts.scopes import SCOPE_READ
 from core.errors import InvalidInput, NotFound
@@ -344,3 +346,20 @@ def test_huge_client_capabilities_are_refused_at_start(owner):
             {"text": "x"},
             client_capabilities={"x": "y" * CAPABILITIES_MAX_BYTES},
         )
+
+
+def test_input_given_hours_later_still_resumes_the_task(owner, monkeypatch):
+    me = identity_of(owner)
+    task = start(me, "tt_ask", {"question": "Later?"})
+    run_and_get(me, task)
+    tool_task_update(
+        identity=me,
+        task_id=task.task_id,
+        input_responses={"answer": {"action": "accept", "content": {"answer": "yes"}}},
+    )
+    # The sealed state outlives the endpoint's 10 minutes: the person answered a day later.
+    later = time.time() + 24 * 3600
+    monkeypatch.setattr(request_state_module.time, "time", lambda: later)
+    done = run_and_get(me, task)
+    assert done.status == "completed", done
+    assert text_of(result_of(done)) == "Later? -> yes"
