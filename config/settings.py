@@ -336,6 +336,7 @@ GATEHOUSE: dict[str, Any] = {
         default=[
             "mcp_gateway.toolsets.account",
             "mcp_gateway.toolsets.conformance",
+            "mcp_gateway.toolsets.conformance_dynamic",
             "data_agent.toolset",
             "workflows.toolset",
             "llm_gateway.toolset",

@@ -69,6 +69,14 @@ class InvalidInput(GatehouseError):
     api_status = 400
 
 
+class HeaderMismatch(InvalidInput):
+    """A 2026-07-28 request's HTTP headers say something its body does not (SEP-2243)."""
+
+    jsonrpc_code = -32020
+    http_status = 400
+    default_message = "A request header does not match the request body."
+
+
 class NotFound(GatehouseError):
     jsonrpc_code = -32002
     http_status = 404

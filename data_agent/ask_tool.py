@@ -13,13 +13,7 @@ from collections.abc import Sequence
 from typing import Annotated, Any, Literal
 
 from mcp.server.mcpserver import Context
-from mcp_types import (
-    CallToolResult,
-    ElicitRequest,
-    ElicitRequestFormParams,
-    ElicitResult,
-    InputRequiredResult,
-)
+from mcp_types import CallToolResult, ElicitResult, InputRequiredResult
 from pydantic import BaseModel, Field, StringConstraints
 
 from core.conf import gatehouse_settings
@@ -33,6 +27,7 @@ from data_agent.scopes import SCOPE_DATA_AGENT_WRITE, SCOPE_ONTOLOGIES_READ
 from mcp_gateway.audit_trail import audit_note
 from mcp_gateway.client_requests import client_asks_between_calls, client_elicit_optional, client_offers_forms
 from mcp_gateway.identity import identity_from_context
+from mcp_gateway.input_required import ask_form, input_required, input_state
 from mcp_gateway.registry import tool
 from mcp_gateway.tool_results import tool_result
 
@@ -133,9 +128,10 @@ def _earlier_round(ctx: Context) -> tuple[bool, list[tuple[str, str]]]:
 
     The SDK unseals ``requestState`` before the tool runs, so it is state this server minted for
     this caller and these arguments, not something the client made up."""
-    if not ctx.request_state:
+    state = input_state(ctx)
+    if state is None:
         return False, []
-    questions = json.loads(ctx.request_state).get("questions", [])
+    questions = [str(q) for q in state.get("questions", [])]
     reply = (ctx.input_responses or {}).get(CLARIFY_INPUT)
     return True, _answers(questions, reply if isinstance(reply, ElicitResult) else None)
 
@@ -182,12 +178,9 @@ async def ask_question(
         audit_note(status=outcome.status, rowCount=outcome.result.row_count if outcome.result else None)
     except _AskBetweenCalls as asking:
         audit_note(status="input_required")
-        request = ElicitRequestFormParams(
-            message=CLARIFY_MESSAGE, requested_schema=_clarify_schema(asking.questions)
-        )
-        return InputRequiredResult(
-            input_requests={CLARIFY_INPUT: ElicitRequest(params=request)},
-            request_state=json.dumps({"questions": [q.question for q in asking.questions]}),
+        form = ask_form(message=CLARIFY_MESSAGE, schema=_clarify_schema(asking.questions))
+        return input_required(
+            ctx, {CLARIFY_INPUT: form}, state={"questions": [q.question for q in asking.questions]}
         )
     except TimeoutError:
         raise Timeout(

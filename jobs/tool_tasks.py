@@ -53,6 +53,8 @@ EXPIRE_INTERVAL_SECONDS = 300
 INTERNAL_ERROR = -32603
 
 UNKNOWN_TASK = "Unknown task: no task of yours has that id."
+# The checkpoint's answers so far, while some of its input requests are still unanswered.
+GATHERED_KEY = "gatheredResponses"
 NOT_WAITING = "The task is {status}, not waiting for input: nothing to update."
 TOO_LARGE = "{what} is larger than {limit} bytes."
 NOT_ENCODABLE = "{what} cannot be stored: {reason}."
@@ -188,16 +190,30 @@ def tool_task_get(*, identity: Identity, task_id: object) -> ToolTask:
 
 
 def tool_task_update(*, identity: Identity, task_id: object, input_responses: Mapping[str, Any]) -> None:
-    """Answer the task's input requests; it runs on (a new step calls the tool with them)."""
+    """Answer the task's input requests. Once every pending request has an answer it runs on (a new
+    step calls the tool with all of them); until then the answers are kept and the task stays
+    ``input_required`` with only the requests still unanswered (SEP-2663's partial fulfillment)."""
     if not isinstance(input_responses, Mapping):
         raise InvalidInput("inputResponses must be an object.")
-    text = _text(dict(input_responses), what="The input responses", limit=INPUT_RESPONSES_MAX_BYTES)
+    _text(dict(input_responses), what="The input responses", limit=INPUT_RESPONSES_MAX_BYTES)
     with transaction.atomic():
         job = tool_task_job_get(identity=identity, task_id=task_id, for_update=True)
         if job.state != JobState.WAITING or job.checkpoint_kind != INPUT_CHECKPOINT:
             raise InvalidInput(
                 NOT_WAITING.format(status=tool_task_of(job).status), data={"taskId": str(job.pk)}
             )
+        checkpoint = dict(job.checkpoint or {})
+        pending = wire_load(checkpoint.get("inputRequests")) or {}
+        gathered = {
+            **(wire_load(checkpoint.get(GATHERED_KEY)) or {}),
+            **{key: value for key, value in input_responses.items() if key in pending},
+        }
+        remaining = {key: value for key, value in pending.items() if key not in gathered}
+        text = _text(gathered, what="The input responses", limit=INPUT_RESPONSES_MAX_BYTES)
+        if remaining:
+            checkpoint.update({"inputRequests": wire_dump(remaining), GATHERED_KEY: text})
+            Job.objects.filter(pk=job.pk).update(checkpoint=checkpoint, updated=timezone.now())
+            return
         job_decide(
             tenant_id=identity.tenant_id,
             user_id=identity.user_id,

@@ -19,6 +19,8 @@ from mcp_types import (
 )
 from mcp_types.version import is_version_at_least
 
+from mcp_gateway.client_capabilities import client_capability_missing
+
 NO_SAMPLING = "This client does not offer sampling, so the tool cannot ask its model."
 NO_ELICITATION = "This client does not offer elicitation, so the tool cannot ask its user."
 INPUT_REQUIRED_VERSION = "2026-07-28"
@@ -30,8 +32,9 @@ NO_BACK_CHANNEL = (
 async def client_sample(ctx: Context, *, prompt: str, max_tokens: int) -> str:
     """The client's model's answer to ``prompt``, as text."""
     session = ctx.request_context.session
-    if not session.check_client_capability(ClientCapabilities(sampling=SamplingCapability())):
-        raise ToolError(NO_SAMPLING)
+    required = ClientCapabilities(sampling=SamplingCapability())
+    if not session.check_client_capability(required):
+        raise client_capability_missing(ctx, required=required, name="sampling", fallback=NO_SAMPLING)
     message = SamplingMessage(role="user", content=TextContent(type="text", text=prompt))
     try:
         result = await session.create_message(
@@ -47,6 +50,10 @@ async def client_sample(ctx: Context, *, prompt: str, max_tokens: int) -> str:
 async def client_elicit(ctx: Context, *, message: str, schema: dict[str, Any]) -> ElicitResult:
     """The user's answer to a form: ``action`` (accept, decline, cancel) and ``content``."""
     reply = await _elicit(ctx, message=message, schema=schema)
+    if reply == NO_ELICITATION:
+        # This call cannot go on without the user: on 2026-07-28 the whole request is refused.
+        required = ClientCapabilities(elicitation=ElicitationCapability())
+        raise client_capability_missing(ctx, required=required, name="elicitation", fallback=NO_ELICITATION)
     if isinstance(reply, str):
         raise ToolError(reply)
     return reply

@@ -16,7 +16,7 @@ from mcp.server.context import ServerRequestContext
 from mcp.server.mcpserver import MCPServer
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
-from mcp_types import EmptyResult, SetLevelRequestParams, ToolAnnotations
+from mcp_types import EmptyResult, SetLevelRequestParams, SubscriptionsListenRequestParams, ToolAnnotations
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -31,12 +31,14 @@ from mcp_gateway.asgi.sessions import McpSessionMiddleware
 from mcp_gateway.audit_trail import AuditTrail
 from mcp_gateway.exchange import HandshakeEraApp
 from mcp_gateway.guard import RequestGuard, guarded_handler
+from mcp_gateway.list_changes import list_changes_build
 from mcp_gateway.registry import Registry, default_registry
 from mcp_gateway.relay import relay_build
 from mcp_gateway.request_state import REQUEST_STATE_TTL_SECONDS, request_state_security
 from mcp_gateway.sdk import server_add_request_handler, server_drop_telemetry, server_lowlevel
 from mcp_gateway.sessions import session_purge, session_set_log_level
 from mcp_gateway.step_up import challenging_send
+from mcp_gateway.task_extension import task_extension_install
 from mcp_gateway.task_requests import tasks_install
 
 logger = logging.getLogger(__name__)
@@ -60,7 +62,10 @@ def server_build(
         request_state_security=request_state_security(ttl_seconds=request_state_ttl_seconds),
     )
     server_drop_telemetry(server=server)
-    server.middleware.extend([AuditTrail(registry), RequestGuard(registry, server)])
+    # The audit trail goes first, before the SDK's requestState boundary: a refused state (tampered,
+    # expired, someone else's) is a call worth its audit row too.
+    server.middleware.insert(0, AuditTrail(registry))
+    server.middleware.append(RequestGuard(registry, server))
     for spec in registry.tools:
         server.add_tool(
             guarded_handler(spec),
@@ -74,8 +79,16 @@ def server_build(
         if toolset.install is not None:
             toolset.install(server)
     tasks_install(server=server, registry=registry)
+    task_extension_install(server=server, registry=registry)
     server_add_request_handler(
         server=server, method="logging/setLevel", params_type=SetLevelRequestParams, handler=_set_log_level
+    )
+    # The SDK's listen streams, one bus per tenant, fed by toolset changes from any worker.
+    server_add_request_handler(
+        server=server,
+        method="subscriptions/listen",
+        params_type=SubscriptionsListenRequestParams,
+        handler=list_changes_build(registry=registry).listen,
     )
     return server
 

@@ -27,6 +27,7 @@ from mcp_gateway.jsonrpc_errors import as_mcp_error
 from mcp_gateway.rbac import missing_scopes, tool_allowed
 from mcp_gateway.registry import Registry, ToolSpec
 from mcp_gateway.sdk import server_resource_finder
+from mcp_gateway.tool_headers import param_headers_check
 from mcp_gateway.tool_tasks import TOOL_TASK_SCOPE_KEY
 from mcp_gateway.toolset_access import toolsets_enabled_async
 
@@ -108,7 +109,7 @@ class RequestGuard:
             if ctx.method == "tools/call":
                 # A tool task's own call was counted when the task started (the extension's layer).
                 counted = TOOL_TASK_SCOPE_KEY not in getattr(ctx.request, "scope", {})
-                federated = await self._check_call(params, identity, enabled, counted=counted)
+                federated = await self._check_call(params, identity, enabled, ctx.request, counted=counted)
             elif ctx.method == "resources/read":
                 uri = str(params.get("uri", ""))
                 toolset = self.registry.toolset_of_resource(uri)
@@ -243,7 +244,13 @@ class RequestGuard:
             raise InvalidInput(message)
 
     async def _check_call(
-        self, params: dict[str, Any], identity: Identity, enabled: frozenset[str], *, counted: bool = True
+        self,
+        params: dict[str, Any],
+        identity: Identity,
+        enabled: frozenset[str],
+        request: Any,
+        *,
+        counted: bool = True,
     ) -> FederatedItem | None:
         name = str(params.get("name", ""))
         spec = self.registry.get(name)
@@ -253,6 +260,12 @@ class RequestGuard:
             if federated is None:
                 raise InvalidInput(f"{UNKNOWN_TOOL}: {name}", data={"tool": name})
             _check_scopes(federated.scopes, identity)
+            # The SDK's transport checked the Mcp-Param-* headers of the server's own tools only.
+            param_headers_check(
+                input_schema=federated.payload.get("inputSchema"),
+                arguments=params.get("arguments") or {},
+                request=request,
+            )
             validator = self._federated_validator(federated)
         else:
             if self.registry.toolset_of_tool(name) not in enabled:

@@ -15,6 +15,9 @@ the function):
   ``MCPServer.call_tool`` to run another tool inside its own request (same session, same ASGI
   request, hence the same identity), as ``Context.read_resource`` does for resources.
 
+* ``server_tool_schema_set``: ``MCPServer._tool_manager`` and its ``Tool.parameters``, the input
+  schema a tool publishes (``add_tool`` derives it from the function's signature and takes none);
+
 * ``client_session_closed``: ``ClientSession._dispatcher._closed``, whether an upstream session's
   connection has ended (``upstreams.pool`` does not lease such a session out again).
 
@@ -72,6 +75,17 @@ def server_add_request_handler(
     """Serve a JSON-RPC method ``MCPServer`` has no public hook for (``logging/setLevel``,
     ``resources/subscribe``, ``resources/unsubscribe``), replacing the SDK's handler if it has one."""
     server_lowlevel(server=server).add_request_handler(method, params_type, handler)
+
+
+def server_tool_schema_set(*, server: MCPServer, name: str, schema: dict[str, Any]) -> None:
+    """Publish ``schema`` as the input schema of the tool ``name`` (already added), in place of the
+    one derived from its signature, for keywords a signature cannot say (``$defs``, ``allOf``,
+    ``if``/``then``/``else``). The request guard validates calls against the published schema; the
+    function's signature still types the arguments it receives."""
+    tool = server._tool_manager.get_tool(name)
+    if tool is None:
+        raise KeyError(name)
+    tool.parameters = schema
 
 
 async def server_resource_finder(*, server: MCPServer) -> Callable[[str], bool]:

@@ -1,7 +1,8 @@
 """Which toolsets a tenant has enabled.
 
 Read on every MCP request, so it is cached per process for a few seconds: an operator's change
-takes effect within ``MCP_TOOLSET_CACHE_SECONDS`` everywhere, without a query on the hot path.
+takes effect within ``MCP_TOOLSET_CACHE_SECONDS`` everywhere, without a query on the hot path (at
+once on a worker with open ``subscriptions/listen`` streams, which hears of it: ``list_changes``).
 """
 
 from __future__ import annotations
@@ -23,6 +24,11 @@ def toolsets_enabled_cached(*, tenant_id: int) -> frozenset[str] | None:
     if cached is not None and cached[0] > time.monotonic():
         return cached[1]
     return None
+
+
+def toolsets_cache_forget(*, tenant_id: int) -> None:
+    """Drop this process's cached answer for ``tenant_id`` (``list_changes`` heard it changed)."""
+    _cache.pop(tenant_id, None)
 
 
 async def toolsets_enabled_async(*, tenant_id: int, registry: Registry) -> frozenset[str]:

@@ -24,7 +24,7 @@ import os
 import secrets
 import time
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 from urllib.parse import unquote
 
 from mcp.server.auth.provider import AccessToken
@@ -40,6 +40,9 @@ parser = argparse.ArgumentParser()
 parser.add_argument("transport", choices=["http", "sse", "stdio"])
 parser.add_argument("port", nargs="?", type=int, default=0)
 parser.add_argument("--record", default="")
+parser.add_argument(
+    "--header-tool", action="store_true", help="also serve `route` (an x-mcp-header argument)"
+)
 parser.add_argument("--require-header", default="", help="NAME=VALUE every HTTP request must carry")
 parser.add_argument("--oauth", default="", help="CLIENT_ID:SECRET: require tokens issued to that client")
 parser.add_argument("--token-seconds", type=int, default=3600, help="how long an issued token lives")
@@ -255,6 +258,15 @@ def _extra_tool(name: str) -> None:
 
 for extra_name in options.extra_tool:
     _extra_tool(extra_name)
+
+
+async def route(region: Annotated[str, Field(json_schema_extra={"x-mcp-header": "Region"})]) -> str:
+    record({"tool": "route", "region": region})
+    return f"routed to {region}"
+
+
+if options.header_tool:
+    server.add_tool(route, description="Say where a call was routed; its region rides Mcp-Param-Region.")
 
 
 def main() -> None:

@@ -202,21 +202,6 @@ def _elicitation_completed(answer: ElicitResult) -> TextContent:
     )
 
 
-# Kept verbatim: the json-schema-2020-12 scenario checks these keywords survive publication.
-JSON_SCHEMA_2020_12 = {
-    "$schema": "https://json-schema.org/draft/2020-12/schema",
-    "type": "object",
-    "$defs": {
-        "address": {
-            "type": "object",
-            "properties": {"street": {"type": "string"}, "city": {"type": "string"}},
-        }
-    },
-    "properties": {"name": {"type": "string"}, "address": {"$ref": "#/$defs/address"}},
-    "additionalProperties": False,
-}
-
-
 def install(server: MCPServer) -> None:
     """Resources, a resource template, prompts, completions and subscriptions for the suite."""
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import shlex
 import subprocess
 from pathlib import Path
@@ -63,4 +64,11 @@ async def test_the_2026_07_28_requirements_pass(server, jobs_worker, tenant_tool
     summary = completed.stdout[completed.stdout.find("=== SUMMARY ===") :]
     print(f"{summary}\n(full output: {where})")  # shown with -s, and in the CI log when the test fails
     assert completed.returncode == 0, f"{summary or completed.stdout[-4000:]}\n{completed.stderr[-4000:]}"
-    assert "Total:" in summary
+    if os.environ.get("CONFORMANCE_2026_ARGS", "").strip():
+        return  # one scenario prints no summary; its exit code said it all
+    # The baseline check ignores the not-scored scenarios (the tasks extension, the pending header
+    # and JSON Schema ones); issue 19 wants them passing too, so every check counts.
+    totals = re.search(r"Total: (\d+) passed, (\d+) failed", summary)
+    assert totals is not None, summary
+    assert int(totals.group(2)) == 0, summary
+    assert "✗" not in summary, summary

@@ -59,8 +59,9 @@ def task_tools(settings, monkeypatch) -> Iterator[None]:
     """The test tools served in this process, and tool tasks enqueued on a queue of their own (the
     session's end-to-end worker, which lacks the test tools, never takes them)."""
     toolsets_with_test_tools(settings)
-    # The registry is built once per process: built again here with the test tools, and again
-    # afterwards without them, so no later test sees them.
+    # The registry is cached per process: one built before (by an end-to-end test's fixtures, say)
+    # lacks the test tools, and the task's server would find none of them; built again afterwards
+    # without them, so no later test sees them.
     default_registry.cache_clear()
     monkeypatch.setattr(tool_call, "_server", None)
     # An answer cached by an earlier test for a tenant of the same id (sequences restart between

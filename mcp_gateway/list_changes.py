@@ -1,0 +1,217 @@
+"""Tell a tenant's open ``subscriptions/listen`` streams when its tools, prompts or resources change.
+
+On 2026-07-28 a client hears of list changes only on a ``subscriptions/listen`` stream (the SDK's
+``ListenHandler``: acknowledgement first, every frame tagged with the subscription id, the client's
+filter honoured). What changes a tenant's lists in Gatehouse is an operator turning a toolset on or
+off for it (``manage.py toolsets``, the admin's inline, ``toolset_access.toolset_set_enabled``),
+usually in another process than the one holding the stream. So the change travels through
+PostgreSQL: a trigger on the ``TenantToolset`` table (migration 0012) sends ``NOTIFY`` on
+``CHANNEL`` with the tenant and the toolset, whoever wrote the row and however, once the write
+commits. Each worker with open streams ``LISTEN``s on one connection, and hands each change to its
+streams of that tenant only: every tenant has its own bus and ``ListenHandler`` here, so nothing
+can reach another tenant's stream, and one tenant's streams cannot use up another's slots.
+
+Which lists changed follows from what the toolset owns (tools, prompts, resources; a toolset that
+federates other servers may change any of them). A worker that lost its ``LISTEN`` connection may
+have missed changes: when it is back, its streams are told every list changed (a spurious
+notification costs a client one refetch; a missed one leaves it stale). The worker also forgets its
+cached view of the tenant's toolsets (``toolset_access``), so the change applies there at once.
+
+On SQLite (one process, no ``LISTEN``) a model signal carries the change to the streams instead.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.db import connection
+from django.db.models.signals import post_delete, post_save
+from mcp.server.context import ServerRequestContext
+from mcp.server.subscriptions import (
+    InMemorySubscriptionBus,
+    ListenHandler,
+    PromptsListChanged,
+    ResourcesListChanged,
+    ServerEvent,
+    ToolsListChanged,
+)
+from mcp.shared.exceptions import MCPError
+from mcp_types import SubscriptionsListenRequestParams, SubscriptionsListenResult
+
+from core.db import psycopg_connect_kwargs
+from mcp_gateway.identity import identity_from_request
+from mcp_gateway.models import TenantToolset
+from mcp_gateway.registry import Registry
+from mcp_gateway.toolset_access import toolsets_cache_forget
+
+logger = logging.getLogger(__name__)
+
+CHANNEL = "gatehouse_mcp_list_changed"
+# Open streams per tenant on one worker; a further listen request is refused before its ack.
+MAX_STREAMS_PER_TENANT = 100
+# Changes a stream may have queued unread before it is ended (the client re-listens and refetches).
+MAX_BUFFERED_EVENTS = 64
+LISTEN_RETRY_SECONDS = 2.0
+LISTEN_WAIT_SECONDS = 10.0
+UNAVAILABLE = "Change notifications are unavailable right now; retry shortly."
+
+ALL_EVENTS: tuple[ServerEvent, ...] = (ToolsListChanged(), PromptsListChanged(), ResourcesListChanged())
+
+
+@dataclass
+class _Tenant:
+    """One tenant's streams on this worker."""
+
+    bus: InMemorySubscriptionBus = field(default_factory=InMemorySubscriptionBus)
+    handler: ListenHandler = field(init=False)
+    streams: int = 0
+
+    def __post_init__(self) -> None:
+        self.handler = ListenHandler(
+            self.bus, max_subscriptions=MAX_STREAMS_PER_TENANT, max_buffered_events=MAX_BUFFERED_EVENTS
+        )
+
+
+class ListChanges:
+    """This worker's listen streams, by tenant, and its ``LISTEN`` connection (started by the
+    first stream)."""
+
+    def __init__(self, *, registry: Registry, postgres: bool) -> None:
+        self.registry = registry
+        self.postgres = postgres
+        self._tenants: dict[int, _Tenant] = {}
+        self._listening = asyncio.Event()
+        self._listener: asyncio.Task[None] | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        if not postgres:
+            _LOCAL_HUBS.append(self)
+
+    async def listen(
+        self, ctx: ServerRequestContext[Any, Any], params: SubscriptionsListenRequestParams
+    ) -> SubscriptionsListenResult:
+        """Serve one ``subscriptions/listen`` stream, among its caller's tenant's."""
+        identity = identity_from_request(ctx.request)
+        self._loop = asyncio.get_running_loop()
+        # Listening before the ack, so no change committed after the client was told it listens
+        # can go unheard.
+        await self._ready()
+        tenant = self._tenants.setdefault(identity.tenant_id, _Tenant())
+        tenant.streams += 1
+        try:
+            return await tenant.handler(ctx, params)
+        finally:
+            tenant.streams -= 1
+            if tenant.streams == 0 and self._tenants.get(identity.tenant_id) is tenant:
+                del self._tenants[identity.tenant_id]
+
+    async def changed(self, *, tenant_id: int, toolsets: Iterable[str]) -> None:
+        """``toolsets`` changed for ``tenant_id``: tell its streams on this worker what that
+        changes."""
+        toolsets_cache_forget(tenant_id=tenant_id)
+        tenant = self._tenants.get(tenant_id)
+        if tenant is None:
+            return
+        for event in self.events(toolsets=toolsets):
+            await tenant.bus.publish(event)
+
+    def events(self, *, toolsets: Iterable[str]) -> tuple[ServerEvent, ...]:
+        """The list changes that turning ``toolsets`` on or off makes (none for unknown names)."""
+        tools = prompts = resources = False
+        for name in toolsets:
+            toolset = self.registry.toolset(name)
+            if toolset is None:
+                continue
+            federates = toolset.federation is not None
+            tools = tools or bool(toolset.tools) or federates
+            prompts = prompts or bool(toolset.prompts) or federates
+            resources = resources or bool(toolset.resources) or federates
+        found: list[ServerEvent] = []
+        if tools:
+            found.append(ToolsListChanged())
+        if prompts:
+            found.append(PromptsListChanged())
+        if resources:
+            found.append(ResourcesListChanged())
+        return tuple(found)
+
+    async def _everything_changed(self) -> None:
+        for tenant_id, tenant in list(self._tenants.items()):
+            toolsets_cache_forget(tenant_id=tenant_id)
+            for event in ALL_EVENTS:
+                await tenant.bus.publish(event)
+
+    async def _ready(self) -> None:
+        if not self.postgres:
+            return
+        if self._listener is None or self._listener.done():
+            self._listener = asyncio.get_running_loop().create_task(self._listen_forever())
+        try:
+            async with asyncio.timeout(LISTEN_WAIT_SECONDS):
+                await self._listening.wait()
+        except TimeoutError:
+            raise MCPError(code=-32005, message=UNAVAILABLE) from None
+
+    async def _listen_forever(self) -> None:
+        import psycopg
+
+        lost = False
+        while True:
+            try:
+                async with await psycopg.AsyncConnection.connect(**psycopg_connect_kwargs()) as conn:
+                    await conn.execute(f"LISTEN {CHANNEL}")
+                    self._listening.set()
+                    if lost:
+                        await self._everything_changed()
+                    async for notify in conn.notifies():
+                        await self.received(notify.payload)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                logger.exception("Change notifications lost their database connection; reconnecting")
+            self._listening.clear()
+            lost = True
+            await asyncio.sleep(LISTEN_RETRY_SECONDS)
+
+    async def received(self, payload: str) -> None:
+        """A ``NOTIFY`` on ``CHANNEL``: ``{"tenant": <id>, "toolset": <name>}``."""
+        try:
+            change = json.loads(payload)
+            tenant_id, toolset = change["tenant"], change["toolset"]
+            if not isinstance(tenant_id, int) or isinstance(tenant_id, bool) or not isinstance(toolset, str):
+                raise ValueError("wrong types")
+        except (ValueError, KeyError, TypeError, RecursionError):
+            logger.warning("Dropped a malformed change notification: %r", payload[:200])
+            return
+        await self.changed(tenant_id=tenant_id, toolsets=[toolset])
+
+    def _changed_soon(self, *, tenant_id: int, toolset: str) -> None:
+        """From any thread (a model signal): ``changed`` on this worker's event loop."""
+        loop = self._loop
+        if loop is None or loop.is_closed():
+            return
+        loop.call_soon_threadsafe(
+            lambda: loop.create_task(self.changed(tenant_id=tenant_id, toolsets=[toolset]))
+        )
+
+
+# SQLite only: the hubs a saved or deleted row is reported to (there is no NOTIFY).
+_LOCAL_HUBS: list[ListChanges] = []
+
+
+def _row_changed(sender: Any, instance: TenantToolset, **kwargs: Any) -> None:
+    for hub in _LOCAL_HUBS:
+        hub._changed_soon(tenant_id=instance.tenant_id, toolset=instance.toolset)
+
+
+def list_changes_build(*, registry: Registry) -> ListChanges:
+    postgres = connection.vendor == "postgresql"
+    if not postgres:
+        uid = "mcp_gateway.list_changes"
+        post_save.connect(_row_changed, sender=TenantToolset, dispatch_uid=f"{uid}.save")
+        post_delete.connect(_row_changed, sender=TenantToolset, dispatch_uid=f"{uid}.delete")
+    return ListChanges(registry=registry, postgres=postgres)
