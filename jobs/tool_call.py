@@ -46,6 +46,9 @@ TASK_PROTOCOL_VERSION = "2026-07-28"
 TASK_CLIENT_INFO = {"name": "gatehouse-tool-task", "version": "1"}
 TRANSPORT_KIND = "tool-task"
 PROGRESS_TOKEN = "tool-task"
+# A state the task's tool seals stays in the job's row, never reaching a client, and must outlive the
+# person's wait to answer: as long as a task may live.
+REQUEST_STATE_TTL_SECONDS = 7 * 24 * 3600.0
 
 ProgressHook = Callable[[str], Awaitable[None]]
 
@@ -56,7 +59,9 @@ def task_server() -> MCPServer:
     """The worker's one server, built on first use like the endpoint's (``server_build``)."""
     global _server
     if _server is None:
-        _server = server_build(registry=default_registry())
+        _server = server_build(
+            registry=default_registry(), request_state_ttl_seconds=REQUEST_STATE_TTL_SECONDS
+        )
     return _server
 
 

@@ -34,7 +34,7 @@ from mcp_gateway.guard import RequestGuard, guarded_handler
 from mcp_gateway.list_changes import list_changes_build
 from mcp_gateway.registry import Registry, default_registry
 from mcp_gateway.relay import relay_build
-from mcp_gateway.request_state import request_state_security
+from mcp_gateway.request_state import REQUEST_STATE_TTL_SECONDS, request_state_security
 from mcp_gateway.sdk import server_add_request_handler, server_drop_telemetry, server_lowlevel
 from mcp_gateway.sessions import session_purge, session_set_log_level
 from mcp_gateway.step_up import challenging_send
@@ -51,13 +51,15 @@ INSTRUCTIONS = (
 )
 
 
-def server_build(*, registry: Registry) -> MCPServer:
+def server_build(
+    *, registry: Registry, request_state_ttl_seconds: float = REQUEST_STATE_TTL_SECONDS
+) -> MCPServer:
     server: MCPServer = MCPServer(
         name="gatehouse",
         title="Gatehouse",
         version="0.1.0",
         instructions=INSTRUCTIONS,
-        request_state_security=request_state_security(),
+        request_state_security=request_state_security(ttl_seconds=request_state_ttl_seconds),
     )
     server_drop_telemetry(server=server)
     # The audit trail goes first, before the SDK's requestState boundary: a refused state (tampered,

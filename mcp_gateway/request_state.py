@@ -33,8 +33,10 @@ def _principal(ctx: ServerRequestContext[Any, Any]) -> str | None:
     return f"{identity.user_id}:{identity.tenant_id}:{identity.client_id}"
 
 
-def request_state_security() -> RequestStateSecurity:
+def request_state_security(*, ttl_seconds: float = REQUEST_STATE_TTL_SECONDS) -> RequestStateSecurity:
+    """``ttl_seconds``: how long a state this server seals stays valid (a tool task's runner, whose
+    states never leave the server, keeps them as long as its tasks wait)."""
     key = HKDF(algorithm=hashes.SHA256(), length=32, salt=None, info=HKDF_INFO).derive(
         settings.SECRET_KEY.encode()
     )
-    return RequestStateSecurity(keys=[key], ttl=REQUEST_STATE_TTL_SECONDS, bind_principal=_principal)
+    return RequestStateSecurity(keys=[key], ttl=ttl_seconds, bind_principal=_principal)

@@ -4,12 +4,14 @@ worker processes is in test_tool_tasks_workers.py."""
 
 from __future__ import annotations
 
+import time
 from datetime import timedelta
 from typing import Any
 
 import pytest
 from asgiref.sync import async_to_sync
 from django.utils import timezone
+from mcp.server import request_state as request_state_module
 
 from accounts.scopes import SCOPE_READ
 from core.errors import InvalidInput, NotFound
@@ -18,6 +20,8 @@ from jobs.models import Job, JobState
 from jobs.tool_task_kind import TOOL_TASK_KIND
 from jobs.tool_tasks import (
     ARGUMENTS_MAX_BYTES,
+    CAPABILITIES_MAX_BYTES,
+    INPUT_RESPONSES_MAX_BYTES,
     POLL_INTERVAL_MS,
     TTL_DEFAULT_MS,
     TTL_MAX_MS,
@@ -308,3 +312,54 @@ def test_the_tasks_own_call_does_not_spend_the_rate_limit_again(owner):
     # The extension's layer counts the call when the task starts; the run is not counted again.
     done = [run_and_get(me, start(me, "tt_echo", {"text": str(n)})) for n in range(3)]
     assert [task.status for task in done] == ["completed"] * 3
+
+
+def test_hostile_input_responses_are_refused_or_kept_as_sent(owner):
+    me = identity_of(owner)
+    task = start(me, "tt_ask", {"question": "Name?"})
+    run_and_get(me, task)
+    with pytest.raises(InvalidInput):
+        tool_task_update(
+            identity=me,
+            task_id=task.task_id,
+            input_responses={
+                "answer": {"action": "accept", "content": {"answer": "x" * INPUT_RESPONSES_MAX_BYTES}}
+            },
+        )
+    with pytest.raises(InvalidInput):
+        tool_task_update(identity=me, task_id=task.task_id, input_responses=["not", "an", "object"])  # type: ignore[arg-type]
+    assert tool_task_get(identity=me, task_id=task.task_id).status == "input_required"
+    tool_task_update(
+        identity=me,
+        task_id=task.task_id,
+        input_responses={"answer": {"action": "accept", "content": {"answer": "nul\x00byte"}}},
+    )
+    done = run_and_get(me, task)
+    assert text_of(result_of(done)) == "Name? -> nul\x00byte"
+
+
+def test_huge_client_capabilities_are_refused_at_start(owner):
+    with pytest.raises(InvalidInput):
+        start(
+            identity_of(owner),
+            "tt_echo",
+            {"text": "x"},
+            client_capabilities={"x": "y" * CAPABILITIES_MAX_BYTES},
+        )
+
+
+def test_input_given_hours_later_still_resumes_the_task(owner, monkeypatch):
+    me = identity_of(owner)
+    task = start(me, "tt_ask", {"question": "Later?"})
+    run_and_get(me, task)
+    tool_task_update(
+        identity=me,
+        task_id=task.task_id,
+        input_responses={"answer": {"action": "accept", "content": {"answer": "yes"}}},
+    )
+    # The sealed state outlives the endpoint's 10 minutes: the person answered a day later.
+    later = time.time() + 24 * 3600
+    monkeypatch.setattr(request_state_module.time, "time", lambda: later)
+    done = run_and_get(me, task)
+    assert done.status == "completed", done
+    assert text_of(result_of(done)) == "Later? -> yes"

@@ -17,6 +17,7 @@ from jobs import step_loop as step_loop_module
 from jobs import tool_call
 from jobs.step_loop import step_loop_run, step_loop_stop
 from jobs.tool_tasks import tool_task_get, tool_task_start
+from mcp_gateway import toolset_access
 from mcp_gateway.registry import default_registry
 from mcp_gateway.tool_tasks import ToolTask
 from tests.jobs.support import steps_run
@@ -59,9 +60,13 @@ def task_tools(settings, monkeypatch) -> Iterator[None]:
     session's end-to-end worker, which lacks the test tools, never takes them)."""
     toolsets_with_test_tools(settings)
     # The registry is cached per process: one built before (by an end-to-end test's fixtures, say)
-    # lacks the test tools, and the task's server would find none of them.
+    # lacks the test tools, and the task's server would find none of them; built again afterwards
+    # without them, so no later test sees them.
     default_registry.cache_clear()
     monkeypatch.setattr(tool_call, "_server", None)
+    # An answer cached by an earlier test for a tenant of the same id (sequences restart between
+    # modules) would not know the test toolset.
+    monkeypatch.setattr(toolset_access, "_cache", {})
     settings.GATEHOUSE = {**settings.GATEHOUSE, "JOBS_TOOL_TASK_QUEUE": TOOL_TASK_TEST_QUEUE}
     yield
     step_loop_close()
