@@ -53,7 +53,13 @@ from mcp_gateway.identity import identity_from_request
 from mcp_gateway.models import TenantToolset
 from mcp_gateway.registry import Registry
 from mcp_gateway.task_extension import tasks_offered
-from mcp_gateway.task_status import TASK_CHANNEL, TaskWatchers, task_ids_requested, task_listen
+from mcp_gateway.task_status import (
+    TASK_CHANNEL,
+    TASK_IDS_KEY,
+    TaskWatchers,
+    task_ids_requested,
+    task_listen,
+)
 from mcp_gateway.task_wire import (
     EXTENSION_NOT_DECLARED,
     MISSING_EXTENSION_CODE,
@@ -155,7 +161,7 @@ class ListChanges:
         offered to the caller (then ``taskIds`` is a key this server does not know: left out of the
         acknowledgement, as the filter's unknown keys are). Offered but not declared by the request:
         -32021, as for ``tasks/get``."""
-        if "taskIds" not in (params.notifications.model_extra or {}):
+        if TASK_IDS_KEY not in (params.notifications.model_extra or {}):
             return None
         if not await tasks_offered(identity=identity, registry=self.registry):
             return None

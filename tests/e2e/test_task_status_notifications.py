@@ -129,6 +129,7 @@ async def _refused(client: Client, notifications: dict[str, Any]) -> dict[str, A
     [answer] = [frame for frame in frames if frame.get("id") == body["id"]]
     assert "error" in answer, answer
     error: dict[str, Any] = answer["error"]
+    error["httpStatus"] = response.status_code
     return error
 
 
@@ -201,6 +202,7 @@ async def test_task_ids_without_the_extension_declared_are_refused(clients):
     plain = Client(alice.http, alice.url, alice.token, declares=False)
     error = await _refused(plain, {"taskIds": ["00000000-0000-0000-0000-000000000000"]})
     assert error["code"] == -32021
+    assert error["httpStatus"] == 400  # refused as a whole, before any stream
     assert TASKS in error["data"]["requiredCapabilities"]["extensions"]
     # Without taskIds the same client listens as before.
     async with listening(plain, {"toolsListChanged": True}) as stream:
