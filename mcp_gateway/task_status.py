@@ -2,7 +2,7 @@
 ``subscriptions/listen`` streams (2026-07-28).
 
 A client names the tasks it wants to follow in its listen filter, ``notifications.taskIds``; each
-time one of them changes, the stream carries ``notifications/tasks/status`` whose params are the
+time one of them changes, the stream carries ``notifications/tasks`` whose params are the
 task as ``tasks/get`` would answer it at that moment (the ``DetailedTask``: status, timestamps, and
 the inlined result, error or input requests; not ``resultType``, which belongs to a result), tagged
 with the subscription id like every frame of the stream. Nothing is sent at subscribe time: a task
@@ -51,7 +51,9 @@ from mcp_gateway.tool_tasks import ToolTaskRunner
 logger = logging.getLogger(__name__)
 
 TASK_CHANNEL = "gatehouse_mcp_task_status"
-TASK_STATUS_METHOD = "notifications/tasks/status"
+# The extension's bare name (the conformance suite's scenario and the other 2026-07-28 servers):
+# ``notifications/tasks/status`` is the 2025-11-25 notification, pushed on the call's own stream.
+TASK_STATUS_METHOD = "notifications/tasks"
 TASK_IDS_KEY = "taskIds"
 # Tasks one stream may follow; a client with more opens more streams (or polls).
 MAX_TASK_IDS = 100
@@ -151,7 +153,7 @@ class _RawNotification:
 
 
 def task_status_params(wire: dict[str, Any], *, meta: dict[str, Any]) -> dict[str, Any]:
-    """``notifications/tasks/status`` params: ``tasks/get``'s ``DetailedTask`` and the stream's tag."""
+    """``notifications/tasks`` params: ``tasks/get``'s ``DetailedTask`` and the stream's tag."""
     params = {key: value for key, value in wire.items() if key != "resultType"}
     params["_meta"] = dict(meta)
     return params

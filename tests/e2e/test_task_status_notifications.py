@@ -22,7 +22,7 @@ pytestmark = pytest.mark.django_db
 
 SUBSCRIPTION_ID = "io.modelcontextprotocol/subscriptionId"
 ACKNOWLEDGED = "notifications/subscriptions/acknowledged"
-STATUS = "notifications/tasks/status"
+STATUS = "notifications/tasks"
 TERMINAL = frozenset({"completed", "failed", "cancelled"})
 
 
