@@ -18,6 +18,9 @@ notification costs a client one refetch; a missed one leaves it stale). The work
 cached view of the tenant's toolsets (``toolset_access``), so the change applies there at once.
 
 On SQLite (one process, no ``LISTEN``) a model signal carries the change to the streams instead.
+
+The same connection carries the tasks extension's status changes (``task_status``): a stream whose
+filter names ``taskIds`` is served there, with this tenant's bus for its list changes.
 """
 
 from __future__ import annotations
@@ -43,10 +46,27 @@ from mcp.server.subscriptions import (
 from mcp.shared.exceptions import MCPError
 from mcp_types import SubscriptionsListenRequestParams, SubscriptionsListenResult
 
+from accounts.scopes import SCOPE_READ
 from core.db import psycopg_connect_kwargs
+from core.identity import Identity
 from mcp_gateway.identity import identity_from_request
 from mcp_gateway.models import TenantToolset
 from mcp_gateway.registry import Registry
+from mcp_gateway.task_extension import tasks_offered
+from mcp_gateway.task_status import (
+    TASK_CHANNEL,
+    TASK_IDS_KEY,
+    TaskWatchers,
+    task_ids_requested,
+    task_listen,
+)
+from mcp_gateway.task_wire import (
+    EXTENSION_NOT_DECLARED,
+    MISSING_EXTENSION_CODE,
+    missing_extension_error_data,
+    request_declares_tasks,
+)
+from mcp_gateway.tool_tasks import tool_task_runner
 from mcp_gateway.toolset_access import toolsets_cache_forget
 
 logger = logging.getLogger(__name__)
@@ -70,6 +90,8 @@ class _Tenant:
     bus: InMemorySubscriptionBus = field(default_factory=InMemorySubscriptionBus)
     handler: ListenHandler = field(init=False)
     streams: int = 0
+    # Of ``streams``, those following tasks (``task_status``), which the SDK's handler does not count.
+    task_streams: int = 0
 
     def __post_init__(self) -> None:
         self.handler = ListenHandler(
@@ -85,6 +107,7 @@ class ListChanges:
         self.registry = registry
         self.postgres = postgres
         self._tenants: dict[int, _Tenant] = {}
+        self.task_watchers = TaskWatchers()
         self._listening = asyncio.Event()
         self._listener: asyncio.Task[None] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -100,14 +123,57 @@ class ListChanges:
         # Listening before the ack, so no change committed after the client was told it listens
         # can go unheard.
         await self._ready()
+        task_ids = await self._task_ids(ctx, identity, params)
         tenant = self._tenants.setdefault(identity.tenant_id, _Tenant())
         tenant.streams += 1
         try:
-            return await tenant.handler(ctx, params)
+            runner = tool_task_runner()
+            if task_ids is None or runner is None:
+                return await tenant.handler(ctx, params)
+            if tenant.task_streams >= MAX_STREAMS_PER_TENANT:
+                raise MCPError(code=-32603, message="Subscription limit reached")
+            tenant.task_streams += 1
+            try:
+                return await task_listen(
+                    ctx,
+                    identity=identity,
+                    honored=params.notifications,
+                    task_ids=task_ids,
+                    bus=tenant.bus,
+                    watchers=self.task_watchers,
+                    runner=runner,
+                    max_buffered_events=MAX_BUFFERED_EVENTS,
+                )
+            finally:
+                tenant.task_streams -= 1
         finally:
             tenant.streams -= 1
             if tenant.streams == 0 and self._tenants.get(identity.tenant_id) is tenant:
                 del self._tenants[identity.tenant_id]
+
+    async def _task_ids(
+        self,
+        ctx: ServerRequestContext[Any, Any],
+        identity: Identity,
+        params: SubscriptionsListenRequestParams,
+    ) -> list[str] | None:
+        """The tasks this stream follows; None where the filter names none or the extension is not
+        offered to the caller (then ``taskIds`` is a key this server does not know: left out of the
+        acknowledgement, as the filter's unknown keys are). Offered but not declared by the request:
+        -32021, as for ``tasks/get``."""
+        if TASK_IDS_KEY not in (params.notifications.model_extra or {}):
+            return None
+        if not await tasks_offered(identity=identity, registry=self.registry):
+            return None
+        if SCOPE_READ not in identity.scopes:
+            return None
+        if not request_declares_tasks(dict(ctx.params or {})):
+            raise MCPError(
+                code=MISSING_EXTENSION_CODE,
+                message=EXTENSION_NOT_DECLARED,
+                data=missing_extension_error_data(),
+            )
+        return task_ids_requested(params.notifications)
 
     async def changed(self, *, tenant_id: int, toolsets: Iterable[str]) -> None:
         """``toolsets`` changed for ``tenant_id``: tell its streams on this worker what that
@@ -144,6 +210,7 @@ class ListChanges:
             toolsets_cache_forget(tenant_id=tenant_id)
             for event in ALL_EVENTS:
                 await tenant.bus.publish(event)
+        self.task_watchers.everything_changed()
 
     async def _ready(self) -> None:
         if not self.postgres:
@@ -164,11 +231,15 @@ class ListChanges:
             try:
                 async with await psycopg.AsyncConnection.connect(**psycopg_connect_kwargs()) as conn:
                     await conn.execute(f"LISTEN {CHANNEL}")
+                    await conn.execute(f"LISTEN {TASK_CHANNEL}")
                     self._listening.set()
                     if lost:
                         await self._everything_changed()
                     async for notify in conn.notifies():
-                        await self.received(notify.payload)
+                        if notify.channel == TASK_CHANNEL:
+                            self.task_received(notify.payload)
+                        else:
+                            await self.received(notify.payload)
             except asyncio.CancelledError:
                 raise
             except Exception:
@@ -188,6 +259,20 @@ class ListChanges:
             logger.warning("Dropped a malformed change notification: %r", payload[:200])
             return
         await self.changed(tenant_id=tenant_id, toolsets=[toolset])
+
+    def task_received(self, payload: str) -> None:
+        """A ``NOTIFY`` on ``TASK_CHANNEL``: ``{"task": <id>, "tenant": <id>, "user": <id>}``."""
+        try:
+            change = json.loads(payload)
+            task_id, tenant_id, user_id = change["task"], change["tenant"], change["user"]
+            if not isinstance(task_id, str) or not all(
+                isinstance(value, int) and not isinstance(value, bool) for value in (tenant_id, user_id)
+            ):
+                raise ValueError("wrong types")
+        except (ValueError, KeyError, TypeError, RecursionError):
+            logger.warning("Dropped a malformed task status notification: %r", payload[:200])
+            return
+        self.task_watchers.changed(task_id=task_id, tenant_id=tenant_id, user_id=user_id)
 
     def _changed_soon(self, *, tenant_id: int, toolset: str) -> None:
         """From any thread (a model signal): ``changed`` on this worker's event loop."""

@@ -158,16 +158,7 @@ class TaskExtensionGate:
     # --- advertising ---------------------------------------------------------------------------
 
     async def _offered(self, identity: Identity) -> bool:
-        """Whether the extension is offered to this caller: a runner, and a tool of theirs to run."""
-        if tool_task_runner() is None:
-            return False
-        enabled = await toolsets_enabled_async(tenant_id=identity.tenant_id, registry=self.registry)
-        return any(
-            spec.task_support != "forbidden"
-            for toolset in self.registry.toolsets
-            if toolset.name in enabled
-            for spec in toolset.tools
-        )
+        return await tasks_offered(identity=identity, registry=self.registry)
 
     def _advertise(self, method: str, result: dict[str, Any]) -> None:
         if method == "server/discover":
@@ -299,6 +290,19 @@ async def _start(
     )
     audit_note(task_id=task.task_id)
     return task
+
+
+async def tasks_offered(*, identity: Identity, registry: Registry) -> bool:
+    """Whether the extension is offered to this caller: a runner, and a tool of theirs to run."""
+    if tool_task_runner() is None:
+        return False
+    enabled = await toolsets_enabled_async(tenant_id=identity.tenant_id, registry=registry)
+    return any(
+        spec.task_support != "forbidden"
+        for toolset in registry.toolsets
+        if toolset.name in enabled
+        for spec in toolset.tools
+    )
 
 
 def _check_name_header(ctx: ServerRequestContext[Any, Any], task_id: Any) -> None:
