@@ -455,3 +455,52 @@ async def test_arguments_a_task_cannot_store_are_refused_through_the_sdk(first, 
             await client.call_tool("slow_compute", {"seconds": 0, "label": "a\u0000"})
     assert refusal.value.error.code == -32602
     assert extension.created == []
+
+
+async def test_a_clarifying_question_is_answered_through_tasks_update_on_the_other_replica(
+    first, second, worker, acme_sales, acme_model, script
+):
+    from data_agent.ask_tool import CLARIFY_INPUT
+
+    clarify = {"action": "clarify", "clarifications": [{"question": "Which period?", "suggestions": ["Q3"]}]}
+    script(
+        planner=[clarify, PLAN],
+        navigator=ROUTE,
+        sql_builder={"sql": REVENUE_BY_REGION},
+        verifier={"ok": True, "caveats": []},
+        explainer={"narrative": "Here are the totals.", "chart": None},
+    )
+
+    async def never_asked(context, params):
+        raise AssertionError("2026-07-28 has no back-channel: a task asks through tasks/get")
+
+    # The client declares forms (elicitation), so the planner's question becomes the task's input.
+    tasks_client, transport, _ = _tasks_client(first, second, "alice", elicitation_callback=never_asked)
+    async with tasks_client as (client, _):
+        created = await client.session.call_tool(
+            "ask_question",
+            {"ontologyId": str(acme_sales.id), "question": "Sales by region?"},
+            allow_claimed=True,
+        )
+        assert isinstance(created, CreateTaskResult), created
+        for _ in range(POLLS):
+            waiting = await task_get(client.session, created.task_id)
+            if waiting.status != "working":
+                break
+            await asyncio.sleep(POLL_SECONDS)
+        assert waiting.status == "input_required", waiting
+        assert waiting.input_requests is not None
+        form = waiting.input_requests[CLARIFY_INPUT]
+        assert form["method"] == "elicitation/create"
+        assert form["params"]["requestedSchema"]["properties"]["answer1"]["title"] == "Which period?"
+        answer = {CLARIFY_INPUT: {"action": "accept", "content": {"answer1": "Q3 2025"}}}
+        assert (await task_update(client.session, created.task_id, answer)).result_type == ACK
+        done = await task_settled(client.session, created.task_id)
+    assert done.status == "completed", done
+    assert done.result is not None
+    answered = done.result["structuredContent"]
+    assert answered["status"] == "answered"
+    assert answered["rowCount"] == len(answered["rows"]) >= 3
+    # The sealed requestState of the clarification round never reached the client.
+    assert "requestState" not in json.dumps(waiting.model_dump(by_alias=True))
+    assert {port for method, port in transport.served if method.startswith("tasks/")} == {second.port}
