@@ -257,15 +257,16 @@ class TaskExtensionGate:
         screened = task_id_screened(task_id)
         if screened is None:
             raise _unknown_task()
+        responses = params.get("inputResponses")
+        if ctx.method == "tasks/update":
+            problem = input_responses_problem(responses)
+            if problem is not None:
+                raise InvalidInput(problem)
         try:
             runner, task = await _task_owner(identity=identity, task_id=screened)
             if ctx.method == "tasks/get":
                 return detailed_task(task)
             if ctx.method == "tasks/update":
-                responses = params.get("inputResponses")
-                problem = input_responses_problem(responses)
-                if problem is not None:
-                    raise InvalidInput(problem)
                 assert isinstance(responses, dict)
                 await runner.update(identity=identity, task_id=screened, input_responses=responses)
                 return ack()
