@@ -52,7 +52,8 @@ async def _next(
     raise AssertionError(f"task {task_id} stayed {task['status']}")
 
 
-def _accept(key: str, **content: Any) -> dict[str, Any]:
+def _accept(key: str | None, **content: Any) -> dict[str, Any]:
+    assert key is not None
     return {key: {"action": "accept", "content": content}}
 
 
