@@ -26,17 +26,20 @@ from accounts.scopes import SCOPE_WRITE
 from core.db import db_call
 from core.errors import InsufficientScope, InvalidInput
 from core.identity import Identity
-from jobs.errors import JobStateError
+from jobs.errors import JobNotFound, JobStateError
 from jobs.models import Job, JobState
 from jobs.selectors import job_get
 from mcp_gateway.rbac import missing_scopes
+from mcp_gateway.registry import default_registry
 from mcp_gateway.tool_tasks import ToolTask, ToolTaskStatus
+from mcp_gateway.toolset_access import toolsets_enabled
 from research.services import search_cancel, search_decide, search_get, search_next_state, search_start
 from research.task_forms import decision_of, input_requests_of
 from research.tasks import SEARCH_TOOL
 from research.tool_answers import next_state_answer
 
 CHANNEL = "mcp-task"
+TOOLSET = "research"
 # Steps take seconds; a decision takes a person.
 POLL_WORKING_MS = 1000
 POLL_WAITING_MS = 5000
@@ -89,6 +92,18 @@ def literature_tool_task(*, job: Job) -> ToolTask:
     )
 
 
+def literature_task_job(*, identity: Identity, task_id: str) -> Job:
+    """The caller's literature job ``task_id``, while the research toolset is on for their tenant
+    (off, its tasks are nobody's, as 2025-11-25's are); ``JobNotFound`` otherwise."""
+    if TOOLSET not in toolsets_enabled(tenant_id=identity.tenant_id, registry=default_registry()):
+        raise JobNotFound(job_id=task_id)
+    return search_get(tenant_id=identity.tenant_id, user_id=identity.user_id, session_id=task_id)
+
+
+def literature_task_get(*, identity: Identity, task_id: str) -> ToolTask:
+    return literature_tool_task(job=literature_task_job(identity=identity, task_id=task_id))
+
+
 def _write_scope(identity: Identity) -> None:
     missing = missing_scopes(required=WRITE_SCOPES, granted=identity.scopes)
     if missing:
@@ -99,7 +114,7 @@ def literature_task_update(*, identity: Identity, task_id: str, input_responses:
     """Decide the pending checkpoint with the answer to its input request (nothing is decided when
     the person declined the form). Locked, so an answer meant for a checkpoint already decided is
     refused rather than applied to the next one."""
-    search_get(tenant_id=identity.tenant_id, user_id=identity.user_id, session_id=task_id)
+    literature_task_job(identity=identity, task_id=task_id)
     _write_scope(identity)
     with transaction.atomic():
         job = job_get(tenant_id=identity.tenant_id, user_id=identity.user_id, job_id=task_id, for_update=True)
@@ -124,7 +139,7 @@ def literature_task_update(*, identity: Identity, task_id: str, input_responses:
 
 def literature_task_cancel(*, identity: Identity, task_id: str) -> None:
     """Cancel the job; a finished one is left as it is (tasks/cancel is idempotent)."""
-    job = search_get(tenant_id=identity.tenant_id, user_id=identity.user_id, session_id=task_id)
+    job = literature_task_job(identity=identity, task_id=task_id)
     _write_scope(identity)
     if job.is_finished:
         return
@@ -159,10 +174,7 @@ class LiteratureTaskRunner:
         return literature_tool_task(job=job)
 
     async def get(self, *, identity: Identity, task_id: str) -> ToolTask:
-        job = await db_call(
-            search_get, tenant_id=identity.tenant_id, user_id=identity.user_id, session_id=task_id
-        )
-        return literature_tool_task(job=job)
+        return await db_call(literature_task_get, identity=identity, task_id=task_id)
 
     async def update(self, *, identity: Identity, task_id: str, input_responses: dict[str, Any]) -> None:
         await db_call(

@@ -22,12 +22,13 @@ pytestmark = pytest.mark.django_db
 async def clients(server, jobs_worker, research_on):  # noqa: F811
     import httpx
 
-    tokens = await asyncio.gather(
-        access_token(server, Person("alice")),
-        access_token(server, Person("alice"), scope="mcp:read"),
-        access_token(server, Person("bob"), scope="mcp:read"),
-        access_token(server, Person("carol")),
-    )
+    # One after the other: two sign-ins of alice's at once would race over her consent.
+    tokens = [
+        await access_token(server, Person("alice")),
+        await access_token(server, Person("alice"), scope="mcp:read"),
+        await access_token(server, Person("bob"), scope="mcp:read"),
+        await access_token(server, Person("carol")),
+    ]
     await asyncio.sleep(MAIN_SERVER_TOOLSET_CACHE_SECONDS + 0.5)
     async with httpx.AsyncClient(timeout=60) as http:
         yield {

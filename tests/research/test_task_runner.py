@@ -15,10 +15,12 @@ from jobs.models import Job, JobDecision, JobState
 from jobs.tool_tasks import JobToolTaskRunner, tool_task_get, tool_task_start
 from mcp_gateway.registry import default_registry
 from mcp_gateway.tool_tasks import tool_task_runner, tool_task_runners
+from mcp_gateway.toolset_access import toolset_set_enabled
 from research.bibtex import library_import_bibtex
 from research.services import search_start
 from research.task_runner import (
     literature_task_cancel,
+    literature_task_get,
     literature_task_runner,
     literature_task_update,
     literature_tool_task,
@@ -32,6 +34,14 @@ LIBRARY = """
 @article{a, title = {Attention is all you need}, year = {2017}, doi = {10.48550/arXiv.1706.03762}}
 @article{b, title = {Attention in graphs}, year = {2019}}
 """
+
+
+@pytest.fixture(autouse=True)
+def _research_on(owner, member, outsider):
+    for membership in (owner, outsider):
+        toolset_set_enabled(
+            tenant=membership.tenant, toolset="research", enabled=True, registry=default_registry()
+        )
 
 
 def _job(job: Job) -> Job:
@@ -215,3 +225,19 @@ def test_a_rejected_plan_is_cancelled_and_a_failed_job_failed(owner):
     task = literature_tool_task(job=_job(job))
     assert task.status == "failed"
     assert task.error == {"code": -32603, "message": "Every source failed."}
+
+
+def test_with_the_research_toolset_off_its_tasks_are_nobodys(owner):
+    job = _started(owner)
+    identity = identity_of(owner)
+    assert literature_task_get(identity=identity, task_id=str(job.pk)).status == "input_required"
+    toolset_set_enabled(tenant=owner.tenant, toolset="research", enabled=False, registry=default_registry())
+    with pytest.raises(NotFound):
+        literature_task_get(identity=identity, task_id=str(job.pk))
+    with pytest.raises(NotFound):
+        literature_task_update(
+            identity=identity, task_id=str(job.pk), input_responses=_accept("plan-0", action="approve")
+        )
+    with pytest.raises(NotFound):
+        literature_task_cancel(identity=identity, task_id=str(job.pk))
+    assert _job(job).state == JobState.WAITING
