@@ -69,6 +69,7 @@ from mcp_gateway.tool_tasks import (
     ToolTask,
     ToolTaskRunner,
     tool_task_runner,
+    tool_task_runners,
 )
 from mcp_gateway.toolset_access import toolsets_enabled_async
 
@@ -111,7 +112,7 @@ async def tool_task_escalate(ctx: Context, *, arguments: dict[str, Any]) -> bool
     then answers the ``CreateTaskResult``. False where it cannot (no runner, a client that does not
     speak the extension, another protocol version): the tool then carries on in the call."""
     escalation = _escalation.get()
-    runner = tool_task_runner()
+    runner = tool_task_runner(tool=escalation.tool) if escalation is not None else None
     if escalation is None or runner is None:
         return False
     escalation.task = await _start(
@@ -176,7 +177,7 @@ class TaskExtensionGate:
         self, ctx: ServerRequestContext[Any, Any], params: dict[str, Any], call_next: CallNext
     ) -> HandlerResult:
         spec = self.registry.get(str(params.get("name", "")))
-        runner = tool_task_runner()
+        runner = tool_task_runner(tool=spec.name) if spec is not None else None
         scope = getattr(ctx.request, "scope", {})
         if spec is None or spec.task_support == "forbidden" or runner is None or TOOL_TASK_SCOPE_KEY in scope:
             # A legacy ``task`` hint never makes a task of a tool that has none; the runner's own
@@ -232,8 +233,7 @@ class TaskExtensionGate:
     ) -> dict[str, Any]:
         task_id = params.get("taskId")
         identity = identity_from_request(ctx.request)
-        runner = tool_task_runner()
-        if runner is None or not await self._offered(identity):
+        if not await self._offered(identity):
             raise MCPError(code=METHOD_NOT_FOUND, message=NOT_OFFERED, data=ctx.method)
         _check_name_header(ctx, task_id)
         if not request_declares_tasks(params):
@@ -248,14 +248,16 @@ class TaskExtensionGate:
         screened = task_id_screened(task_id)
         if screened is None:
             raise _unknown_task()
+        responses = params.get("inputResponses")
+        if ctx.method == "tasks/update":
+            problem = input_responses_problem(responses)
+            if problem is not None:
+                raise InvalidInput(problem)
         try:
+            runner, task = await _task_owner(identity=identity, task_id=screened)
             if ctx.method == "tasks/get":
-                return detailed_task(await runner.get(identity=identity, task_id=screened))
+                return detailed_task(task)
             if ctx.method == "tasks/update":
-                responses = params.get("inputResponses")
-                problem = input_responses_problem(responses)
-                if problem is not None:
-                    raise InvalidInput(problem)
                 assert isinstance(responses, dict)
                 await runner.update(identity=identity, task_id=screened, input_responses=responses)
                 return ack()
@@ -294,15 +296,26 @@ async def _start(
 
 async def tasks_offered(*, identity: Identity, registry: Registry) -> bool:
     """Whether the extension is offered to this caller: a runner, and a tool of theirs to run."""
-    if tool_task_runner() is None:
+    if not tool_task_runners():
         return False
     enabled = await toolsets_enabled_async(tenant_id=identity.tenant_id, registry=registry)
     return any(
-        spec.task_support != "forbidden"
+        spec.task_support != "forbidden" and tool_task_runner(tool=spec.name) is not None
         for toolset in registry.toolsets
         if toolset.name in enabled
         for spec in toolset.tools
     )
+
+
+async def _task_owner(*, identity: Identity, task_id: str) -> tuple[ToolTaskRunner, ToolTask]:
+    """The runner whose task ``task_id`` is, and the task: each runner is asked in turn (a toolset's
+    own first), ``NotFound`` meaning "not one of mine"; ``NotFound`` if none has it."""
+    for runner in tool_task_runners():
+        try:
+            return runner, await runner.get(identity=identity, task_id=task_id)
+        except NotFound:
+            continue
+    raise NotFound(UNKNOWN_TASK)
 
 
 def _check_name_header(ctx: ServerRequestContext[Any, Any], task_id: Any) -> None:

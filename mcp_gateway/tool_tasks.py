@@ -7,7 +7,9 @@ On 2026-07-28 the server decides: a tool whose ``ToolSpec.task_support`` is ``op
 result, the error, or the input the task waits for), answers with ``tasks/update`` and may stop it
 with ``tasks/cancel``. The endpoint (``mcp_gateway``) speaks the wire; a ``ToolTaskRunner`` stores
 the tasks per person and tenant and runs them. The runner lives in a higher layer (the job queue),
-which registers it when its app is ready, so the endpoint never imports what runs the work.
+which registers it when its app is ready, so the endpoint never imports what runs the work. A
+toolset may register its own runner for its tools (``research``: the task is the literature job);
+a task id is then found by asking each runner in turn.
 """
 
 from __future__ import annotations
@@ -78,15 +80,35 @@ class ToolTaskRunner(Protocol):
         ...
 
 
-_runner: ToolTaskRunner | None = None
+_default_runner: ToolTaskRunner | None = None
+# The runners a toolset supplies for its own tools (a literature search task is its job).
+_tool_runners: dict[str, ToolTaskRunner] = {}
 
 
-def tool_task_runner_register(*, runner: ToolTaskRunner) -> None:
-    """Called once by the app that runs tool tasks, from its ``AppConfig.ready``."""
-    global _runner
-    _runner = runner
+def tool_task_runner_register(*, runner: ToolTaskRunner, tools: frozenset[str] | None = None) -> None:
+    """Called by an app from its ``AppConfig.ready``: with ``tools``, the runner of those tools'
+    tasks; without, the default runner of every other tool (the job queue's)."""
+    global _default_runner
+    if tools is None:
+        _default_runner = runner
+        return
+    for name in tools:
+        _tool_runners[name] = runner
 
 
-def tool_task_runner() -> ToolTaskRunner | None:
-    """The registered runner; None where no app runs tool tasks (the extension is then not offered)."""
-    return _runner
+def tool_task_runner(*, tool: str | None = None) -> ToolTaskRunner | None:
+    """The runner of ``tool``'s tasks (the default runner without ``tool``); None where no app runs
+    them (the extension is then not offered for it)."""
+    if tool is not None and tool in _tool_runners:
+        return _tool_runners[tool]
+    return _default_runner
+
+
+def tool_task_runners() -> tuple[ToolTaskRunner, ...]:
+    """Every registered runner, each once, the toolsets' own first: ``tasks/get``, ``tasks/update``
+    and ``tasks/cancel`` ask each in turn for the task, ``NotFound`` meaning "not one of mine"."""
+    runners: list[ToolTaskRunner] = []
+    for runner in [*_tool_runners.values(), _default_runner]:
+        if runner is not None and all(runner is not seen for seen in runners):
+            runners.append(runner)
+    return tuple(runners)

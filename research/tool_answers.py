@@ -97,6 +97,24 @@ def answer(*, structured: dict[str, Any], summary: str) -> CallToolResult:
     return tool_result(structured=structured, summary=[summary])
 
 
+def next_state_answer(*, state: dict[str, Any]) -> CallToolResult:
+    """What search_papers and decide answer for ``research.services.search_next_state``'s ``state``
+    (a 2026-07-28 task's completed result too)."""
+    if "checkpoint" in state:
+        checkpoint = state["checkpoint"]
+        summary = (
+            f"Waiting for your decision at the {checkpoint['kind']} checkpoint: {checkpoint['summary']} "
+            f"Call decide with session_id {state['session_id']} (approve, edit or reject)."
+        )
+    elif "result" in state:
+        summary = f"Complete: {state['result']['summary']} export_results gives the papers."
+    elif state.get("status") == "running":
+        summary = f"Still working ({state.get('message') or 'running'}); call get_session to follow it."
+    else:
+        summary = f"The job is {state.get('status')}: {state.get('message') or ''}".strip()
+    return answer(structured=state, summary=summary)
+
+
 def refusal(*, code: int, reason: str, message: str) -> CallToolResult:
     """A refusal as a tool result (``isError``): the message, then the structured error as JSON."""
     structured = ToolErrorAnswer(error=ToolErrorDetail(code=code, reason=reason, message=message))

@@ -31,6 +31,7 @@ from research.tool_answers import (
     NextState,
     SessionState,
     answer,
+    next_state_answer,
     refusal_of,
 )
 
@@ -64,20 +65,7 @@ async def _next_state(*, ctx: Context, job: Job) -> CallToolResult:
     if job.state == JobState.FAILED:
         # As decide on it would answer later (reason workflow_failed, with its error).
         return refusal_of(errors.already_finished(state=job.state, error=job.error))
-    state = services.search_next_state(job=job)
-    if "checkpoint" in state:
-        checkpoint = state["checkpoint"]
-        summary = (
-            f"Waiting for your decision at the {checkpoint['kind']} checkpoint: {checkpoint['summary']} "
-            f"Call decide with session_id {state['session_id']} (approve, edit or reject)."
-        )
-    elif "result" in state:
-        summary = f"Complete: {state['result']['summary']} export_results gives the papers."
-    elif state.get("status") == JobState.RUNNING:
-        summary = f"Still working ({state.get('message') or 'running'}); call get_session to follow it."
-    else:
-        summary = f"The job is {state.get('status')}: {state.get('message') or ''}".strip()
-    return answer(structured=state, summary=summary)
+    return next_state_answer(state=services.search_next_state(job=job))
 
 
 @tool(
@@ -94,6 +82,9 @@ async def _next_state(*, ctx: Context, job: Job) -> CallToolResult:
     read_only=False,
     expensive=True,
     timeout_seconds=TOOL_TIMEOUT_SECONDS,
+    # On 2026-07-28 a client that speaks the tasks extension gets the search as a task: the task is
+    # the job, its checkpoints the task's input requests (research.task_runner, docs/mcp-tasks.md).
+    task_support="optional",
 )
 async def search_papers(
     query: Annotated[str, Field(max_length=QUERY_MAX_CHARS, description="What to search for.")],

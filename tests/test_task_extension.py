@@ -17,7 +17,7 @@ from mcp.shared.exceptions import MCPError
 from accounts.scopes import SCOPE_READ, SCOPE_WRITE
 from core.errors import GatehouseError, NotFound
 from core.identity import Identity
-from mcp_gateway import task_extension
+from mcp_gateway import task_extension, tool_tasks
 from mcp_gateway.asgi.scope_keys import IDENTITY_KEY
 from mcp_gateway.registry import Registry, Toolset, tool
 from mcp_gateway.task_extension import (
@@ -194,6 +194,8 @@ def runner(monkeypatch):
         return frozenset({"tasky"}) if tenant_id == 1 else frozenset()
 
     monkeypatch.setattr(task_extension, "toolsets_enabled_async", enabled)
+    # The only runner asked for a task id (the registered toolsets' own runners use the database).
+    monkeypatch.setattr(task_extension, "tool_task_runners", lambda: (memory,))
     yield memory
     tool_task_runner_register(runner=previous)  # type: ignore[arg-type]
 
@@ -503,3 +505,24 @@ def test_a_task_kept_until_deleted_says_ttl_null_and_omits_what_it_lacks():
     assert "pollIntervalMs" not in wire
     assert "statusMessage" not in wire
     assert detailed_task(replace(task, status="completed", result=None))["resultType"] == "complete"
+
+
+async def test_a_toolsets_own_runner_runs_its_tools_tasks_and_answers_for_them(gate, runner, monkeypatch):
+    own = MemoryRunner()
+    monkeypatch.setattr(tool_tasks, "_tool_runners", {})
+    tool_task_runner_register(runner=own, tools=frozenset({"maybe"}))
+    monkeypatch.setattr(task_extension, "tool_task_runners", tool_tasks.tool_task_runners)
+    assert tool_task_runner(tool="maybe") is own
+    assert tool_task_runner(tool="always") is runner
+    assert tool_tasks.tool_task_runners() == (own, runner)
+    mine = (await _started(gate, "maybe"))["taskId"]
+    theirs = (await _started(gate, "always"))["taskId"]
+    assert [s["tool"] for s in own.started] == ["maybe"]
+    assert [s["tool"] for s in runner.started] == ["always"]
+    for task_id in (mine, theirs):
+        assert (await gate(_ctx("tasks/get", {"taskId": task_id}), Next()))["taskId"] == task_id
+        await gate(_ctx("tasks/cancel", {"taskId": task_id}), Next())
+    assert own.cancelled == [mine]
+    assert runner.cancelled == [theirs]
+    # An id neither runner has: both were asked, and it is unknown.
+    assert await _code(gate, _ctx("tasks/get", {"taskId": "nobody's"})) == -32602
