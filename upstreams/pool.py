@@ -164,6 +164,15 @@ class UpstreamPool:
             yield pooled
         except BaseException as error:
             failed = transport_failed(error)
+            if failed:
+                # Which session died, and whether it came from the idle pool: what a call that
+                # fails on a dead connection needs to be understood afterwards.
+                logger.warning(
+                    "Upstream %r: a %s session failed at the transport: %r",
+                    config.name,
+                    "reused" if pooled.reused else "new",
+                    error,
+                )
             raise
         finally:
             pooled.holder = None
