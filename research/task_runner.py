@@ -31,11 +31,11 @@ from jobs.models import Job, JobState
 from jobs.selectors import job_get
 from mcp_gateway.rbac import missing_scopes
 from mcp_gateway.registry import default_registry
-from mcp_gateway.tool_tasks import ToolTask, ToolTaskStatus
+from mcp_gateway.tool_tasks import ToolTask
 from mcp_gateway.toolset_access import toolsets_enabled
 from research.services import search_cancel, search_decide, search_get, search_next_state, search_start
 from research.task_forms import decision_of, input_requests_of
-from research.tasks import SEARCH_TOOL
+from research.tasks import SEARCH_TOOL, STATUSES
 from research.tool_answers import next_state_answer
 
 CHANNEL = "mcp-task"
@@ -48,13 +48,6 @@ INTERNAL_ERROR = -32603
 # Deciding and cancelling change the search: what decide and cancel_session need.
 WRITE_SCOPES = frozenset({SCOPE_WRITE})
 
-STATUSES: dict[str, ToolTaskStatus] = {
-    JobState.RUNNING: "working",
-    JobState.WAITING: "input_required",
-    JobState.COMPLETE: "completed",
-    JobState.FAILED: "failed",
-    JobState.CANCELLED: "cancelled",
-}
 WAITING = (
     "Waiting for your decision at the {kind} checkpoint: answer the input request with tasks/update "
     "(or decide with session_id {job_id}, or the research page)."
