@@ -12,6 +12,7 @@ django_asgi_app = get_asgi_application()
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from django.urls import re_path  # noqa: E402
 
+from config.daphne_http import daphne_form_parsing_off  # noqa: E402
 from core.host_header import SingleHostMiddleware  # noqa: E402
 from core.ratelimit_processes import rate_limit_processes_check  # noqa: E402
 from core.request_context import RequestContextMiddleware  # noqa: E402
@@ -28,6 +29,8 @@ router = ProtocolTypeRouter(
         ),
     }
 )
+
+daphne_form_parsing_off()
 
 # Several processes without a shared rate-limit storage each count alone: say so at start.
 rate_limit_processes_check()

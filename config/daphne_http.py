@@ -1,0 +1,36 @@
+"""Daphne without Twisted's form parsing: the body goes to the ASGI application as it came.
+
+Twisted's ``Request.requestReceived`` parses every POST whose body has a Content-Type into
+``request.args`` (form fields), and to learn the content type it builds an ``email.message``
+object: about 45 µs per request, measured here, for every MCP call. Daphne never reads
+``request.args``; it hands the raw body to the application. Twisted lets a request switch the
+parsing off (``parsePOSTFormSubmission``), and Daphne picks its request class by module name when it
+builds each connection, so a subclass that switches it off is all it takes.
+
+``daphne_form_parsing_off()`` is called when ``config.asgi`` is imported, which both ``daphne
+config.asgi:application`` and ``manage.py prepare_run --serve`` do before the first connection.
+Under another ASGI server it changes nothing.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def daphne_form_parsing_off() -> None:
+    try:
+        from daphne import http_protocol
+    except ImportError:  # not served by Daphne
+        return
+    if getattr(http_protocol.WebRequest, "_gatehouse_formless", False):
+        return
+
+    class FormlessWebRequest(http_protocol.WebRequest):
+        _gatehouse_formless = True
+
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            # Read once per request, in requestReceived, after __init__.
+            self._parsePOSTFormSubmission = False
+
+    http_protocol.WebRequest = FormlessWebRequest
