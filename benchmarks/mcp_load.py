@@ -80,14 +80,38 @@ async def open_session(http: aiohttp.ClientSession, url: str, headers: dict[str,
         text = await response.text()
         if response.status != 200:
             raise RuntimeError(f"initialize answered {response.status}: {text[:300]}")
-        session_headers = dict(headers)
-        if "mcp-session-id" in response.headers:  # a stateless server issues none
-            session_headers["mcp-session-id"] = response.headers["mcp-session-id"]
+        if "mcp-session-id" not in response.headers:
+            raise RuntimeError(f"initialize answered no session id: {text[:300]}")
+        session_headers = {**headers, "mcp-session-id": response.headers["mcp-session-id"]}
     session_headers["mcp-protocol-version"] = "2025-11-25"
     note = {"jsonrpc": "2.0", "method": "notifications/initialized"}
     async with http.post(url, json=note, headers=session_headers) as response:
         await response.read()
     return session_headers
+
+
+async def answering(url: str, token: str | None, *, seconds: float = 60) -> None:
+    """Wait until the server answers a call: a server that has just started may refuse its first
+    ones (Gatehouse opens its database pool on the first request, which under load can take longer
+    than the pool's wait)."""
+    headers = {
+        **BASE_HEADERS,
+        "mcp-protocol-version": "2026-07-28",
+        "mcp-method": "tools/call",
+        "mcp-name": TOOL,
+    }
+    if token:
+        headers["authorization"] = f"Bearer {token}"
+    deadline = time.monotonic() + seconds
+    async with aiohttp.ClientSession() as http:
+        while True:
+            async with http.post(url, data=json.dumps(call_body("2026-07-28")), headers=headers) as response:
+                body = await response.read()
+            if response.status == 200 and b'"result"' in body:
+                return
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{url} still answers {response.status} {body[:300]!r}")
+            await asyncio.sleep(0.5)
 
 
 async def drive(

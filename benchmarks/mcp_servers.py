@@ -14,6 +14,7 @@ Each server's output goes to a temporary file, where Gatehouse's SQL statement c
 
 from __future__ import annotations
 
+import asyncio
 import importlib.util
 import os
 import re
@@ -25,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import IO
 
 from bench_support import BASE_DIR, PYTHON, free_port, prepare_database, wait_for
+from mcp_load import answering
 
 GATEHOUSE = "config.asgi:application"
 
@@ -154,9 +156,11 @@ class Server:
         )
 
     def wait_ready(self) -> None:
+        """Listening, and answering an authenticated call."""
         assert self.process is not None
         try:
             wait_for(self.port, self.process)
+            asyncio.run(answering(self.url, self.token))
         except RuntimeError:
             raise RuntimeError(f"{self.label}: {self.output()[-3000:]}") from None
 

@@ -72,13 +72,13 @@ def main() -> None:
     parser.add_argument("--eras", default=",".join(ERAS))
     parser.add_argument("--variants", action="store_true", help="also Gatehouse without audit, without limit")
     parser.add_argument("--large", action="store_true", help="also Gatehouse on the large database")
-    parser.add_argument("--only-gatehouse", action="store_true", help="leave the bare servers out")
+    parser.add_argument("--only", default="", help="these servers only: labels separated by semicolons")
     args = parser.parse_args()
     levels = [int(c) for c in args.concurrency.split(",")]
     eras = args.eras.split(",")
     plan = servers_plan(variants=args.variants, large=args.large)
-    if args.only_gatehouse:
-        plan = [entry for entry in plan if entry[2] == "gatehouse"]
+    if args.only:
+        plan = [entry for entry in plan if entry[0] in args.only.split(";")]
 
     small = os.environ.get("BENCH_DATABASE_URL", DEFAULT_DATABASE)
     databases = {"small": small, **({"large": small + "_large"} if args.large else {})}

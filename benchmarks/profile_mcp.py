@@ -75,6 +75,8 @@ def main() -> None:
                     "--pid",
                     str(server.process.pid),
                     "--subprocesses",
+                    # One box per function, not per line: a wide function stays one box.
+                    "--function",
                     "--rate",
                     str(args.rate),
                     "--duration",
