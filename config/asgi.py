@@ -1,4 +1,8 @@
-"""ASGI entry point for Daphne: Channels routes /mcp to the MCP endpoint, everything else to Django."""
+"""ASGI entry point: Channels routes /mcp to the MCP endpoint, everything else to Django.
+
+Daphne serves it (``make run``); so can uvicorn and granian (docs/running.md), which also send the
+ASGI lifespan events that Daphne never sends.
+"""
 
 from __future__ import annotations
 
@@ -11,6 +15,7 @@ django_asgi_app = get_asgi_application()
 
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from django.urls import re_path  # noqa: E402
+from starlette.types import Receive, Scope, Send  # noqa: E402
 
 from config.daphne_http import daphne_form_parsing_off  # noqa: E402
 from core.host_header import SingleHostMiddleware  # noqa: E402
@@ -18,8 +23,23 @@ from core.ratelimit_processes import rate_limit_processes_check  # noqa: E402
 from core.request_context import RequestContextMiddleware  # noqa: E402
 from mcp_gateway.endpoint import mcp_app_build  # noqa: E402
 
+
+async def lifespan(scope: Scope, receive: Receive, send: Send) -> None:
+    """Acknowledge start and stop: there is nothing to do at either, since the MCP endpoint starts
+    its machinery on its first request (it must, under Daphne). Unanswered, uvicorn logs that the
+    application does not support lifespan and granian that it "errored"."""
+    while True:
+        message = await receive()
+        if message["type"] == "lifespan.startup":
+            await send({"type": "lifespan.startup.complete"})
+        elif message["type"] == "lifespan.shutdown":
+            await send({"type": "lifespan.shutdown.complete"})
+            return
+
+
 router = ProtocolTypeRouter(
     {
+        "lifespan": lifespan,
         "http": URLRouter(
             [
                 # Channels reuses Django's re_path for ASGI apps; the stubs only know views.

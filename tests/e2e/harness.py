@@ -110,22 +110,25 @@ class DaphneServer:
         }
         self.process: subprocess.Popen[bytes] | None = None
 
+    def command(self) -> list[str]:
+        return [
+            sys.executable,
+            "-m",
+            "daphne",
+            # Daphne's own access log is plain text and keeps query strings; Gatehouse writes its own.
+            "-v",
+            "0",
+            "-b",
+            "127.0.0.1",
+            "-p",
+            str(self.port),
+            "config.asgi:application",
+        ]
+
     def start(self) -> None:
         log = self.log_path.open("wb")
         self.process = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "daphne",
-                # Daphne's own access log is plain text and keeps query strings; Gatehouse writes its own.
-                "-v",
-                "0",
-                "-b",
-                "127.0.0.1",
-                "-p",
-                str(self.port),
-                "config.asgi:application",
-            ],
+            self.command(),
             cwd=BASE_DIR,
             env=self.env,
             stdout=log,
