@@ -128,7 +128,7 @@ async def drive(url: str, token: str | None, concurrency: int, seconds: float) -
 VARIANTS = {
     "no audit": {"GATEHOUSE_AUDIT": "false", "RATE_LIMIT_TOOL": "none"},
     "audit": {"GATEHOUSE_AUDIT": "true", "RATE_LIMIT_TOOL": "none"},
-    # A limit no run reaches, so every call pays the Redis round trip and none is refused.
+    # A limit no run reaches, so every call is counted in Redis (through leases) and none is refused.
     "audit+limits": {
         "GATEHOUSE_AUDIT": "true",
         "RATE_LIMIT_TOOL": "100000000/minute",
