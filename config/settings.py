@@ -451,6 +451,12 @@ GATEHOUSE: dict[str, Any] = {
     # (core.ratelimit_fallback): sign-in is then held to this stricter per-process limit (or to its
     # own, if stricter still), since N processes would otherwise allow N times the guesses.
     "RATE_LIMIT_LOGIN_FALLBACK": env_rate("RATE_LIMIT_LOGIN_FALLBACK", default="2/minute"),
+    # MCP calls on Redis far from their limit are counted through leases (core.ratelimit_leases): a
+    # worker takes a few slots in one round trip and spends them for up to RATE_LIMIT_LEASE_MS. At
+    # most this many are leased ahead (and at most an eighth of what is left); 0 counts every call
+    # in Redis on its own.
+    "RATE_LIMIT_LEASE_SIZE": env_int("RATE_LIMIT_LEASE_SIZE", default=16, minimum=0),
+    "RATE_LIMIT_LEASE_MS": env_int("RATE_LIMIT_LEASE_MS", default=100, minimum=1),
     # Prometheus metrics at /metrics: open to these networks, or to anyone presenting the token.
     "METRICS_TOKEN": env_optional("METRICS_TOKEN"),
     "METRICS_ALLOWED_NETWORKS": env_list("METRICS_ALLOWED_NETWORKS", default=["127.0.0.1/32", "::1/128"]),

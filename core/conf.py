@@ -156,6 +156,8 @@ class GatehouseSettings:
     RATE_LIMIT_RULE_CACHE_SECONDS = _Setting(_int)
     RATE_LIMITS = _Setting(_rates)
     RATE_LIMIT_LOGIN_FALLBACK = _Setting(_optional_str)
+    RATE_LIMIT_LEASE_SIZE = _Setting(_int)
+    RATE_LIMIT_LEASE_MS = _Setting(_int)
     # Stored credentials (core.crypto)
     DATA_SOURCE_ENCRYPTION_KEY = _Setting(_optional_str)
     # Toolsets (language_models, data_agent)

@@ -16,7 +16,8 @@ the stricter ``tool_expensive`` default for that tenant; name an expensive tool 
 to keep it apart. The per-IP scopes (authorize, login, register) read only rules without tenant or
 target. A limit of 0 refuses everything; a default of None means no limit, and then nothing is
 counted at all. The rules are cached per process for ``RATE_LIMIT_RULE_CACHE_SECONDS``, so the
-common path is a few dict lookups and, when a limit applies, one storage round trip.
+common path is a few dict lookups and, when a limit applies, one storage round trip; on Redis,
+MCP calls far from their limit share one round trip per lease of a few (core.ratelimit_leases).
 
 What is counted: a tool call per (tenant, user, tool); a resource read per (tenant, user, the
 matching rule's prefix, or every resource when none matched); an HTTP request per (scope, key).
@@ -29,6 +30,10 @@ waits as told is let in. The sliding window counter would keep two integers per 
 to N timestamps, and estimates both count and hint; at our limits (tens to a few hundred per
 minute) the memory is small and exactness is worth more. Switch ``_STRATEGY`` if operators set
 limits of many thousands per period.
+MCP calls on Redis take their slots through short leases, so a call far from its limit makes no
+round trip at all; the window stays the one in Redis, and what that costs in accuracy (a leased call
+is counted up to a lease's time early; a slot leased ahead by one worker is briefly not another's)
+is in core.ratelimit_leases and docs/limits.md.
 
 Storage: ``RATE_LIMIT_STORAGE_URL``, Redis in production so every worker of every
 replica shares one count; ``memory://`` counts per process (development). Each process (and event
@@ -73,6 +78,7 @@ from core.ratelimit_fallback import (
     shared_storage_failed,
     shared_storage_probe_due,
 )
+from core.ratelimit_leases import LeaseBook
 from core.ratelimit_rules import PER_IP_SCOPES
 
 logger = logging.getLogger(__name__)
@@ -227,12 +233,20 @@ def rate_limit_for(
 
 
 class _Store:
-    """One storage and limiter for one storage URL and key prefix, and the per-process limiter
-    that stands in for it while it does not answer (None when it is per-process already)."""
+    """One storage and limiter for one storage URL and key prefix, the per-process limiter that
+    stands in for it while it does not answer (None when it is per-process already), and, for MCP
+    calls on Redis, this worker's leases on it (None: every call is its own round trip)."""
 
-    def __init__(self, limiter: Any, fallback: Any | None) -> None:
+    def __init__(self, limiter: Any, fallback: Any | None, leases: LeaseBook | None = None) -> None:
         self.limiter = limiter
         self.fallback = fallback
+        self.leases = leases
+
+    async def hit(self, item: RateLimitItem, identifiers: tuple[Any, ...]) -> float | None:
+        """Count one call in the shared storage (``_hit_async``), through a lease when there are."""
+        if self.leases is not None:
+            return await self.leases.hit(item, identifiers)
+        return await _hit_async(self.limiter, item, identifiers)
 
     @property
     def errors(self) -> tuple[type[BaseException], ...]:
@@ -315,8 +329,30 @@ def _async_store() -> _Store:
         storage = storage_from_string(f"async+{plain_url}", key_prefix=prefix, **options)
         shared = rate_limit_storage_shared(plain_url)
         fallback = _ASYNC_STRATEGY(storage_from_string("async+memory://")) if shared else None
-        entry = _async_stores[config] = (loop, _Store(_ASYNC_STRATEGY(storage), fallback))
+        leases = _leases_open(storage, plain_url, prefix) if shared else None
+        entry = _async_stores[config] = (loop, _Store(_ASYNC_STRATEGY(storage), fallback, leases))
     return entry[1]
+
+
+def _leases_open(storage: Any, url: str, prefix: str) -> LeaseBook | None:
+    size = gatehouse_settings.RATE_LIMIT_LEASE_SIZE
+    if not urlsplit(url).scheme.startswith("redis") or size <= 0:
+        return None
+
+    def sync_client() -> Any:
+        # At exit, when the event loop that owns the asyncio client is gone.
+        sync_storage: Any = storage_from_string(
+            url, key_prefix=prefix, **_storage_options(url, asynchronous=False)
+        )
+        return sync_storage.get_connection()
+
+    return LeaseBook(
+        client=storage.bridge.get_connection(),
+        prefixed=storage.bridge.prefixed_key,
+        size=size,
+        seconds=gatehouse_settings.RATE_LIMIT_LEASE_MS / 1000,
+        sync_client=sync_client,
+    )
 
 
 def _refusal(applied: AppliedLimit, reset_time: float | None, described_as: str | None = None) -> RateLimited:
@@ -351,7 +387,7 @@ async def _count_async(
         return applied, await _hit_async(store.limiter, applied.item, identifiers)
     if shared_storage_due():
         try:
-            reset_time = await _hit_async(store.limiter, applied.item, identifiers)
+            reset_time = await store.hit(applied.item, identifiers)
         except store.errors as error:
             shared_storage_failed(error)
         else:
