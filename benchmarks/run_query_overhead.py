@@ -10,15 +10,20 @@ an access token as the OAuth flow would have issued it. Then, for each query bel
 (concurrency 1), it times:
 
 - raw SQL with psycopg: on one connection opened once, and on a fresh connection per query (what
-  `run_query` does: `data_agent/executor.py` connects, runs and closes on every call);
+  `run_query` did before each process kept its data sources' connections open,
+  `data_agent/source_connections.py`);
 - the parts `run_query` adds, in this process: the catalogue lookup (the ontology, its data source
-  URL and tables, as the tool reads them), the SQL gate (`sql_gate_check`, sqlglot), the executor
-  (`query_execute`: read-only transaction, statement timeout, server-side cursor, JSON-safe values)
-  and the lineage;
+  URL and tables, as the tool reads them) cached as shipped (`data_agent/catalogue.py`: one version
+  check) and read afresh, the SQL gate (`sql_gate_check`, sqlglot), the executor (`query_execute`:
+  read-only transaction, statement timeout, server-side cursor, JSON-safe values, the connection
+  reset) on a pooled connection as shipped and on a new one, and the lineage;
 - `run_query` end to end: through the official MCP SDK client over HTTP, and as raw JSON-RPC POSTs
   (aiohttp), which leaves out the SDK client's own work (of which the check of each answer against
   the tool's output schema, timed alone with jsonschema as the client runs it); and `whoami`, a tool
-  that does nothing, as the MCP round trip every call pays.
+  that does nothing, as the MCP round trip every call pays;
+- `run_query` over raw HTTP on a second server started alongside with the connection pool and the
+  catalogue cache switched off (`DATA_AGENT_POOL_SIZE_PER_SOURCE=0`,
+  `DATA_AGENT_CATALOGUE_CACHE_SIZE=0`): Gatehouse as it was before them, in the same rounds.
 
 Iterations are spread over rounds that alternate between the measurements, so a noisy neighbour
 hurts them all alike. Prints p50, p95 and mean latencies in ms and the overhead's breakdown. A
@@ -234,9 +239,17 @@ async def measure_in_rounds(steps: dict[str, Step], *, iterations: int) -> dict[
 
 
 def query_steps(
-    query: Query, sample: Sample, client: Client, raw_http: RawHttp, once: psycopg.Connection[Any]
+    query: Query,
+    sample: Sample,
+    client: Client,
+    raw_http: RawHttp,
+    raw_http_before: RawHttp,
+    once: psycopg.Connection[Any],
 ) -> dict[str, Step]:
+    from django.conf import settings
+
     from core.db import db_call
+    from data_agent.catalogue import catalogue_get
     from data_agent.executor import query_execute
     from data_agent.lineage import lineage_from_query
     from data_agent.query_tool import query_source_for
@@ -249,9 +262,22 @@ def query_steps(
         with psycopg.connect(sample.url, autocommit=True) as conn:
             return conn.execute(query.sql).fetchall()
 
-    async def catalogue() -> object:
-        # Exactly as the tool runs it: on Django's worker thread, after its connection health check.
+    async def catalogue_uncached() -> object:
+        # As the tool ran it before the cache: on Django's worker thread, after its health check.
         return await db_call(query_source_for, tenant_id=sample.tenant_id, ontology_id=sample.ontology_id)
+
+    async def catalogue() -> object:
+        # As the tool runs it: a version check on the hot-path pool, then this process's copy.
+        return await catalogue_get(tenant_id=sample.tenant_id, ontology_id=sample.ontology_id)
+
+    def executor_new_connection() -> object:
+        # A pool size of 0: the connection opened and closed by the call, as before the pool.
+        pooled = settings.GATEHOUSE["DATA_AGENT_POOL_SIZE_PER_SOURCE"]
+        settings.GATEHOUSE["DATA_AGENT_POOL_SIZE_PER_SOURCE"] = 0
+        try:
+            return query_execute(url=sample.url, kind="postgres", sql=gated.sql)
+        finally:
+            settings.GATEHOUSE["DATA_AGENT_POOL_SIZE_PER_SOURCE"] = pooled
 
     async def sdk() -> None:
         result = await client.call_tool("run_query", arguments)
@@ -262,18 +288,21 @@ def query_steps(
         "raw_once": sync_step(lambda: once.execute(query.sql).fetchall()),
         "raw_fresh": sync_step(raw_fresh),
         "catalogue": catalogue,
+        "catalogue_uncached": catalogue_uncached,
         "gate": sync_step(
             lambda: sql_gate_check(sql=query.sql, dialect="postgres", allowed_tables=sample.allowed_tables)
         ),
         "executor": sync_step(lambda: query_execute(url=sample.url, kind="postgres", sql=gated.sql)),
+        "executor_new_connection": sync_step(executor_new_connection),
         "lineage": sync_step(lambda: lineage_from_query(gated, datasets_by_table=sample.datasets_by_table)),
         "run_query_sdk": sdk,
         "run_query_http": lambda: raw_http.call("run_query", arguments),
+        "run_query_http_before": lambda: raw_http_before.call("run_query", arguments),
     }
 
 
 async def benchmark(
-    *, mcp_url: str, token: str, sample: Sample, iterations: int
+    *, mcp_url: str, token: str, before_url: str, before_token: str, sample: Sample, iterations: int
 ) -> tuple[dict[str, dict[str, Samples]], dict[str, Samples], dict[str, int]]:
     results: dict[str, dict[str, Samples]] = {query.label: {} for query in QUERIES}
     floor: dict[str, Samples] = {}
@@ -286,13 +315,15 @@ async def benchmark(
     ):
         raw_http = RawHttp(aio, mcp_url, token)
         await raw_http.open()
+        raw_http_before = RawHttp(aio, before_url, before_token)
+        await raw_http_before.open()
         with psycopg.connect(sample.url, autocommit=True) as once:
             listed = await client.list_tools()
             output_schema = next(t.output_schema for t in listed.tools if t.name == "run_query")
             validator = validator_for(output_schema)(output_schema)
             plans = []
             for query in QUERIES:
-                steps = query_steps(query, sample, client, raw_http, once)
+                steps = query_steps(query, sample, client, raw_http, raw_http_before, once)
                 answer = await client.call_tool(
                     "run_query", {"ontologyId": sample.ontology_id, "sql": query.sql}
                 )
@@ -348,19 +379,34 @@ def report(
         "\nwhoami, a tool that does nothing (the MCP round trip: HTTP, token, session, audit row): "
         f"raw HTTP {floor['whoami_http'].cell()}, SDK client {floor['whoami_sdk'].cell()}"
     )
+    print(
+        "\nThe connection pool and the catalogue cache: as shipped against switched off "
+        "(pool size 0, cache size 0), in the same rounds; p50 / p95 / mean in ms\n"
+    )
+    print(
+        "| query | executor, new connection | executor, pooled | catalogue, read afresh "
+        "| catalogue, cached | run_query raw HTTP, both off | run_query raw HTTP, as shipped | saved (p50) |"
+    )
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+    for label, samples in results.items():
+        before, after = samples["run_query_http_before"], samples["run_query_http"]
+        print(
+            f"| {label} | {samples['executor_new_connection'].cell()} | {samples['executor'].cell()} "
+            f"| {samples['catalogue_uncached'].cell()} | {samples['catalogue'].cell()} "
+            f"| {before.cell()} | {after.cell()} | {before.p50() - after.p50():+.2f} |"
+        )
     print("\nWhere the overhead goes (p50 ms; in-process parts timed alone, differences of medians):\n")
     print(
-        "| query | overhead | new connection | executor's extras | catalogue lookup | gate (sqlglot) "
+        "| query | overhead | executor over raw SQL on one connection | catalogue lookup | gate (sqlglot) "
         "| lineage | MCP round trip | SDK client (of which output-schema check) | rest |"
     )
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     for label, samples in results.items():
         p50 = {name: s.p50() for name, s in samples.items()}
         overhead = p50["run_query_sdk"] - p50["raw_once"]
         client_side = p50["run_query_sdk"] - p50["run_query_http"]
         parts = [
-            p50["raw_fresh"] - p50["raw_once"],
-            p50["executor"] - p50["raw_fresh"],
+            p50["executor"] - p50["raw_once"],
             p50["catalogue"],
             p50["gate"],
             p50["lineage"],
@@ -371,10 +417,10 @@ def report(
         cells += [f"{client_side:.2f} ({p50['validation']:.2f})", f"{rest:.2f}"]
         print(f"| {label} | {overhead:.2f} | " + " | ".join(cells) + " |")
     print(
-        "\noverhead: run_query through the SDK client minus raw SQL on one connection. new connection: "
-        "raw SQL on a connection per query minus on one connection. executor's extras: query_execute "
-        "minus raw SQL on a connection per query (read-only transaction, statement timeout, server-side "
-        "cursor, JSON-safe values). catalogue lookup: the tool's reads of the ontology through db_call. "
+        "\noverhead: run_query through the SDK client minus raw SQL on one connection. executor over "
+        "raw SQL: query_execute on a pooled connection minus raw SQL on one connection (read-only "
+        "transaction, statement timeout, server-side cursor, JSON-safe values, the connection's reset). "
+        "catalogue lookup: catalogue_get as the tool calls it (a version check, then the cached copy). "
         "MCP round trip: whoami over raw HTTP (HTTP, token, session, audit row). SDK client: run_query "
         "through the SDK client minus over raw HTTP; the output-schema check is jsonschema's, timed "
         "alone. rest: the server building, serializing and sending a bigger answer (and auditing a "
@@ -403,10 +449,28 @@ def main() -> None:
     token = mint_token(f"{public}/mcp")
     sample = acme_sample()
 
-    with daphne_serving(port=port, env=env):
+    # The same database and key, with the pool and the cache off: Gatehouse as it was before them.
+    before_port = free_port()
+    before_public = f"http://127.0.0.1:{before_port}"
+    before_env = {
+        **env,
+        "PUBLIC_URL": before_public,
+        "DATA_AGENT_POOL_SIZE_PER_SOURCE": "0",
+        "DATA_AGENT_CATALOGUE_CACHE_SIZE": "0",
+    }
+    before_token = mint_token(f"{before_public}/mcp")
+
+    with daphne_serving(port=port, env=env), daphne_serving(port=before_port, env=before_env):
         print(f"Measuring ({args.iterations} iterations)...", file=sys.stderr)
         results, floor, sizes = asyncio.run(
-            benchmark(mcp_url=f"{public}/mcp", token=token, sample=sample, iterations=args.iterations)
+            benchmark(
+                mcp_url=f"{public}/mcp",
+                token=token,
+                before_url=f"{before_public}/mcp",
+                before_token=before_token,
+                sample=sample,
+                iterations=args.iterations,
+            )
         )
     report(results, floor, sizes, args.iterations)
 

@@ -491,6 +491,12 @@ GATEHOUSE: dict[str, Any] = {
     "DATA_AGENT_QUERY_WORKERS_PER_SOURCE": env_int(
         "DATA_AGENT_QUERY_WORKERS_PER_SOURCE", default=4, minimum=1
     ),
+    # Each process's idle connections to one PostgreSQL data source, kept for its next query (0: a
+    # connection per query), and how long one may stay idle (data_agent.source_connections); the
+    # catalogues each process keeps, checked against the database on every call (data_agent.catalogue).
+    "DATA_AGENT_POOL_SIZE_PER_SOURCE": env_int("DATA_AGENT_POOL_SIZE_PER_SOURCE", default=4, minimum=0),
+    "DATA_AGENT_POOL_IDLE_SECONDS": env_int("DATA_AGENT_POOL_IDLE_SECONDS", default=60, minimum=1),
+    "DATA_AGENT_CATALOGUE_CACHE_SIZE": env_int("DATA_AGENT_CATALOGUE_CACHE_SIZE", default=256, minimum=0),
 }
 
 # One JSON object per line (LOG_FORMAT=json, the default) or plain text (LOG_FORMAT=plain); every

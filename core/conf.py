@@ -169,6 +169,9 @@ class GatehouseSettings:
     DATA_AGENT_CONCURRENT_QUERIES_PER_PERSON = _Setting(_int)
     DATA_AGENT_CONCURRENT_QUERIES_PER_TENANT = _Setting(_int)
     DATA_AGENT_QUERY_WORKERS_PER_SOURCE = _Setting(_int)
+    DATA_AGENT_POOL_SIZE_PER_SOURCE = _Setting(_int)
+    DATA_AGENT_POOL_IDLE_SECONDS = _Setting(_int)
+    DATA_AGENT_CATALOGUE_CACHE_SIZE = _Setting(_int)
 
     @classmethod
     def names(cls) -> frozenset[str]:

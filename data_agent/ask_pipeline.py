@@ -30,19 +30,14 @@ from data_agent.ask_schemas import (
     VerifierReply,
     phase_reply_parse,
 )
+from data_agent.catalogue import catalogue_get_sync
 from data_agent.charts import ChartUnusable, chart_spec_build
 from data_agent.executor import DEFAULT_MAX_ROWS, QueryResult
 from data_agent.query_pool import QuerySource, query_run_fairly
 from data_agent.query_run import QueryRun
 from data_agent.query_slots import QueryCaller
 from data_agent.result_checks import result_findings
-from data_agent.selectors import (
-    Catalog,
-    agent_preference_get,
-    data_source_url,
-    ontology_catalog,
-    ontology_get_ready,
-)
+from data_agent.selectors import Catalog, agent_preference_get
 from language_models.completion import Completion, llm_complete
 from language_models.selectors import ModelConfig, language_model_for_tenant
 
@@ -111,7 +106,7 @@ def question_context_load(*, tenant_id: int, user_id: int, ontology_id: str) -> 
 
     Raises NotFound for an ontology the caller's tenant has no ready one of, and
     NoModelConfigured when the tenant has no language model."""
-    ontology = ontology_get_ready(tenant_id=tenant_id, ontology_id=ontology_id)
+    catalogue = catalogue_get_sync(tenant_id=tenant_id, ontology_id=ontology_id)
     model = language_model_for_tenant(tenant_id=tenant_id)
     preference = agent_preference_get(user_id=user_id, tenant_id=tenant_id)
     preferences = {}
@@ -120,9 +115,9 @@ def question_context_load(*, tenant_id: int, user_id: int, ontology_id: str) -> 
     if preference.notes:
         preferences["notes"] = preference.notes
     return QuestionContext(
-        catalog=ontology_catalog(ontology=ontology),
-        source_url=data_source_url(data_source=ontology.data_source),
-        source_id=ontology.data_source_id,
+        catalog=catalogue.catalog,
+        source_url=catalogue.source.url,
+        source_id=catalogue.source.id,
         caller=QueryCaller(tenant_id=tenant_id, user_id=user_id),
         model=model,
         preferences=preferences,

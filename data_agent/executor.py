@@ -5,7 +5,9 @@ read-only transaction, or SQLite opened ``mode=ro`` with ``query_only``), cannot
 statement timeout, or a progress handler), and cannot return more than ``max_rows`` rows (a
 server-side cursor fetches one row more, only to know it was truncated). Synchronous: tools run it
 on their data source's own threads (``data_agent.query_pool``), which may stop it early through a
-``QueryCancel`` when the caller has gone.
+``QueryCancel`` when the caller has gone. PostgreSQL connections are kept between queries of the
+same data source (``data_agent.source_connections``), reset to a new connection's state after each;
+every query sets its read-only transaction and statement timeout again, as on a new connection.
 
 Connection URLs carry passwords: no error message or log line here ever includes one, nor the
 driver's own connection error text (which names hosts).
@@ -24,6 +26,7 @@ import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from decimal import Decimal
+from functools import partial
 from typing import Annotated, Any
 
 import psycopg
@@ -32,6 +35,11 @@ from pydantic import WithJsonSchema
 
 from core.errors import InvalidInput, Timeout, Unavailable
 from data_agent.introspection import sqlite_path
+from data_agent.source_connections import (
+    source_connection_give,
+    source_connection_reuse,
+    source_connections_close,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -188,32 +196,49 @@ def _postgres(
     params: Mapping[str, Any] | None = None,
 ) -> tuple[list[str], list[Any]]:
     try:
-        conn = psycopg.connect(url, connect_timeout=CONNECT_TIMEOUT_SECONDS, autocommit=False)
-    except psycopg.Error as error:
-        # The driver's message names the host and sometimes the user; only the class is logged.
-        logger.warning("Data source connection failed (%s)", type(error).__name__)
-        raise Unavailable(SOURCE_UNAVAILABLE) from None
-    try:
-        if not cancel._attach(lambda: conn.cancel_safe(timeout=CONNECT_TIMEOUT_SECONDS)):
-            raise Timeout(QUERY_CANCELLED, data={"reason": "cancelled"})
-        # The transaction opens READ ONLY; set_config(..., true) is SET LOCAL with a bound value.
-        conn.read_only = True
-        with conn.cursor() as setup:
-            setup.execute(
-                "SELECT set_config('statement_timeout', %s, true)",
-                (str(max(1, int(timeout_seconds * 1000))),),
-            )
-        # A named cursor is a server-side one (DECLARE ... CURSOR FOR), which also admits only
-        # SELECT/VALUES; fetching max_rows + 1 tells a truncated result from a complete one.
-        with conn.cursor(name=_CURSOR_NAME) as cursor:
-            # Without params, the text goes as it is (no placeholder parsing), as it always has.
-            if params is None:
-                cursor.execute(sql)
-            else:
-                cursor.execute(sql, dict(params))
-            rows = cursor.fetchmany(max_rows + 1)
-            columns = [d.name for d in cursor.description or ()]
-        return columns, rows
+        # A second try only when an idle connection turned out dead before the query was sent.
+        for attempt in (1, 2):
+            conn = source_connection_reuse(url=url)
+            reused = conn is not None
+            conn = conn or _postgres_connect(url)
+            stale = False
+            try:
+                if not cancel._attach(partial(conn.cancel_safe, timeout=CONNECT_TIMEOUT_SECONDS)):
+                    raise Timeout(QUERY_CANCELLED, data={"reason": "cancelled"})
+                # The transaction opens READ ONLY; set_config(..., true) is SET LOCAL with a bound value.
+                conn.read_only = True
+                try:
+                    with conn.cursor() as setup:
+                        setup.execute(
+                            "SELECT set_config('statement_timeout', %s, true)",
+                            (str(max(1, int(timeout_seconds * 1000))),),
+                        )
+                except psycopg.OperationalError:
+                    if not reused or attempt == 2:
+                        raise
+                    stale = True
+                    logger.info("An idle data source connection was cut; retrying on a new one")
+                    continue
+                # A named cursor is a server-side one (DECLARE ... CURSOR FOR), which also admits only
+                # SELECT/VALUES; fetching max_rows + 1 tells a truncated result from a complete one.
+                with conn.cursor(name=_CURSOR_NAME) as cursor:
+                    # Without params, the text goes as it is (no placeholder parsing), as it always has.
+                    if params is None:
+                        cursor.execute(sql)
+                    else:
+                        cursor.execute(sql, dict(params))
+                    rows = cursor.fetchmany(max_rows + 1)
+                    columns = [d.name for d in cursor.description or ()]
+                return columns, rows
+            finally:
+                cancel._detach()
+                # Rolled back and reset before the next query may have it (data_agent.source_connections);
+                # after a cancel request, closed: a late one would reach the next caller's statement.
+                source_connection_give(url=url, conn=conn, reusable=not (stale or cancel.cancelled))
+                if stale:
+                    # The server likely cut the source's other idle connections too (a restart).
+                    source_connections_close(url=url)
+        raise AssertionError("unreachable")
     except psycopg.errors.QueryCanceled:
         if cancel.cancelled:
             raise Timeout(QUERY_CANCELLED, data={"reason": "cancelled"}) from None
@@ -228,10 +253,18 @@ def _postgres(
         # helps a client fix its SQL and carries no credentials.
         detail = error.diag.message_primary if error.diag else None
         raise InvalidInput(QUERY_FAILED, data={"reason": "database", "detail": detail}) from None
-    finally:
-        cancel._detach()
-        # Closing discards the (read-only) transaction; nothing to commit or roll back.
-        conn.close()
+
+
+def _postgres_connect(url: str) -> psycopg.Connection[Any]:
+    try:
+        # Nothing prepared: no statement outlives its query on a connection the next caller reuses.
+        return psycopg.connect(
+            url, connect_timeout=CONNECT_TIMEOUT_SECONDS, autocommit=False, prepare_threshold=None
+        )
+    except psycopg.Error as error:
+        # The driver's message names the host and sometimes the user; only the class is logged.
+        logger.warning("Data source connection failed (%s)", type(error).__name__)
+        raise Unavailable(SOURCE_UNAVAILABLE) from None
 
 
 def _sqlite(

@@ -10,8 +10,8 @@ from mcp_types import CallToolResult
 from pydantic import BaseModel, Field, StringConstraints
 
 from core.conf import gatehouse_settings
-from core.db import db_call
 from data_agent.arguments import OntologyId
+from data_agent.catalogue import catalogue_get
 from data_agent.executor import DEFAULT_MAX_ROWS, DEFAULT_TIMEOUT_SECONDS, Cell, QueryResult
 from data_agent.query_pool import QuerySource, query_run_fairly
 from data_agent.query_slots import QueryCaller
@@ -91,7 +91,7 @@ async def run_query(
     ctx: Context,
 ) -> Annotated[CallToolResult, QueryAnswer]:
     identity = identity_from_context(ctx)
-    source = await db_call(query_source_for, tenant_id=identity.tenant_id, ontology_id=ontologyId)
+    source = (await catalogue_get(tenant_id=identity.tenant_id, ontology_id=ontologyId)).source
     caller = QueryCaller(tenant_id=identity.tenant_id, user_id=identity.user_id)
     run = await query_run_fairly(caller=caller, source=source, sql=sql)
     result, lineage = run.result, run.lineage
