@@ -5,8 +5,8 @@
 - Gatehouse as ``make run`` ships it: auditing on, its access log and log level at their defaults,
   persisted sessions, on PostgreSQL, with ``REDIS_URL`` set and a per-user tool rate limit counted
   in Redis for every call (through leases) but set too high ever to refuse. Under Daphne as
-  ``make run`` starts it (``-v 0``), under uvicorn (its own access log off, as Daphne's is) and under granian (when
-  installed: ``pip install -e ".[bench]"``).
+  ``make run`` starts it (``-v 0``), under uvicorn (its own access log off, as Daphne's is) and
+  under granian (when installed: ``pip install -e ".[bench]"``).
 
 Each server's output goes to a temporary file, where Gatehouse's SQL statement count
 (``GATEHOUSE_COUNT_QUERIES``) is found once it has stopped.
