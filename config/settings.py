@@ -364,6 +364,9 @@ GATEHOUSE: dict[str, Any] = {
     "MCP_CLIENT_CAPABILITIES_MAX_BYTES": env_int(
         "MCP_CLIENT_CAPABILITIES_MAX_BYTES", default=16384, minimum=256
     ),
+    # How long each process keeps what a bearer token resolved to (mcp_gateway.identity_cache);
+    # every change it depends on is forgotten at once by every process. 0: ask every time.
+    "MCP_IDENTITY_CACHE_SECONDS": env_int("MCP_IDENTITY_CACHE_SECONDS", default=30, minimum=0),
     # How long each process trusts its copy of a tenant's enabled toolsets.
     "MCP_TOOLSET_CACHE_SECONDS": env_int("MCP_TOOLSET_CACHE_SECONDS", default=5, minimum=0),
     # Upstream MCP servers (upstreams): sessions each process keeps open per upstream (a call holds

@@ -113,6 +113,7 @@ class GatehouseSettings:
     MCP_SESSION_RETENTION_SECONDS = _Setting(_int)
     MCP_SESSION_PURGE_INTERVAL_SECONDS = _Setting(_int)
     MCP_TOOLSET_CACHE_SECONDS = _Setting(_int)
+    MCP_IDENTITY_CACHE_SECONDS = _Setting(_int)
     MCP_DB_POOL_SIZE = _Setting(_int)
     MCP_CLIENT_INFO_MAX_BYTES = _Setting(_int)
     MCP_CLIENT_CAPABILITIES_MAX_BYTES = _Setting(_int)

@@ -30,6 +30,7 @@ from mcp_gateway.asgi.sessions import McpSessionMiddleware
 from mcp_gateway.audit_trail import AuditTrail
 from mcp_gateway.exchange import HandshakeEraApp
 from mcp_gateway.guard import RequestGuard, guarded_handler
+from mcp_gateway.identity_cache import identity_cache
 from mcp_gateway.list_changes import list_changes_build
 from mcp_gateway.modern_exchange import ModernEraApp
 from mcp_gateway.registry import Registry, default_registry
@@ -97,6 +98,7 @@ async def _set_log_level(ctx: ServerRequestContext[Any, Any], params: SetLevelRe
     session = getattr(ctx.request, "scope", {}).get(SESSION_KEY)
     if session is not None:
         await db_call(session_set_log_level, session_id=session.id, level=params.level)
+        identity_cache.forget(("session", session.id))
     return EmptyResult()
 
 

@@ -1,8 +1,10 @@
 """Resolve a bearer token to an Identity: the hot path of every MCP and REST API request.
 
-Nothing here is cached: every request reads its token, user, membership and tenant as they are
-now, so a revoked token, a disabled account, a removed membership or a deactivated tenant stops
-the very next request.
+Every request checks its token, user, membership and tenant as they are now, so a revoked token,
+a disabled account, a removed membership or a deactivated tenant stops the very next request. On
+the MCP endpoint the query's answer is kept for a few seconds per worker (``identity_cache``),
+forgotten by every worker as soon as PostgreSQL announces a change it depends on; the REST API
+asks every time.
 """
 
 from __future__ import annotations
@@ -23,8 +25,9 @@ from accounts.scopes import scopes_for_role
 from core.db import hot_path_fetchone
 from core.errors import AuthenticationFailed
 from core.identity import Identity
+from mcp_gateway.identity_cache import identity_cache
 from mcp_gateway.models import McpSession
-from mcp_gateway.sessions import LiveSession
+from mcp_gateway.sessions import LiveSession, session_is_idle, session_needs_touch
 from oauth.models import AccessToken
 from oauth.resource import issued_for
 from oauth.token_storage import token_checksum
@@ -139,8 +142,41 @@ async def identity_from_bearer(
     """
     # The checksum is all the database keeps of a token (oauth.token_storage), and it is indexed;
     # looking up by it also avoids comparing secrets in Python at all.
-    row = await hot_path_fetchone(_hot_path_sql(), [session_id or "", token_checksum(raw_token)])
-    return _identity_from_row(row, resource_url=settings.MCP_RESOURCE_URL)
+    checksum = token_checksum(raw_token)
+    key = (checksum, session_id or "")
+    cached = await identity_cache.get(key)
+    if cached is not None:
+        identity, session = _identity_from_row(cached, resource_url=settings.MCP_RESOURCE_URL)
+        if session is None or not _session_due(session):
+            return identity, session
+    generation = identity_cache.generation
+    row = await hot_path_fetchone(_hot_path_sql(), [session_id or "", checksum])
+    identity, session = _identity_from_row(row, resource_url=settings.MCP_RESOURCE_URL)
+    # A session id that found no live session is refused; nothing to keep for the next request.
+    if row is not None and (session is not None or session_id is None):
+        identity_cache.put(key, row, generation=generation, expires=_as_datetime(row[1]), tags=_tags(row))
+    return identity, session
+
+
+def _session_due(session: LiveSession) -> bool:
+    """Whether the session's ``last_seen`` decides something now (a touch, or its end): then it is
+    read afresh, as another worker may have touched it since it was kept."""
+    now = timezone.now()
+    return session_needs_touch(session=session, now=now) or session_is_idle(session=session, now=now)
+
+
+def _tags(row: tuple[Any, ...]) -> frozenset[tuple[str, int | str]]:
+    """What the row depends on, as ``identity_cache`` notifications name it."""
+    token_id, user_id, tenant_id, application_id, session_key = row[0], row[4], row[7], row[11], row[15]
+    tags: set[tuple[str, int | str]] = {
+        ("token", token_id),
+        ("user", user_id),
+        ("tenant", tenant_id),
+        ("application", application_id),
+    }
+    if session_key is not None:
+        tags.add(("session", session_key))
+    return frozenset(tags)
 
 
 async def identity_from_api_bearer(*, raw_token: str) -> Identity:

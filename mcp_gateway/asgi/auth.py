@@ -25,6 +25,7 @@ from core.loopback import is_loopback_host
 from core.models import AuditAction
 from mcp_gateway.asgi.refusals import edge_audit
 from mcp_gateway.asgi.scope_keys import IDENTITY_KEY, LIVE_SESSION_KEY
+from mcp_gateway.identity_cache import identity_cache
 from mcp_gateway.sessions import LiveSession
 from mcp_gateway.tokens import identity_from_bearer
 
@@ -107,6 +108,8 @@ class McpAuthMiddleware:
                 send, status=403, body={"error": "invalid_origin", "error_description": BAD_ORIGIN}
             )
             return
+        # Daphne runs no lifespan: the first request starts this worker's change listener.
+        identity_cache.start()
         try:
             identity, session = await self._authenticate(scope)
         except DatabaseError:

@@ -32,6 +32,7 @@ from mcp_gateway.asgi.scope_keys import (
     MESSAGE_KEY,
     SESSION_KEY,
 )
+from mcp_gateway.identity_cache import identity_cache
 from mcp_gateway.models import TerminationReason
 from mcp_gateway.sessions import (
     LiveSession,
@@ -80,6 +81,7 @@ class McpSessionMiddleware:
         refusal = REFUSED_UNKNOWN
         if session is not None and session_is_idle(session=session, now=now):
             await db_call(session_terminate, session_id=session.id, reason=TerminationReason.EXPIRED)
+            identity_cache.forget(("session", session.id))
             session, refusal = None, REFUSED_IDLE
         if session is None:
             # Unknown, ended, or another person's: the same 404 for all (none confirms the id
@@ -97,6 +99,8 @@ class McpSessionMiddleware:
             await db_call(session_touch, session_id=session.id, now=now)
         if method == "DELETE":
             await db_call(session_terminate, session_id=session.id, reason=TerminationReason.CLIENT)
+            # Every worker hears of it (identity_cache); this one need not wait for that.
+            identity_cache.forget(("session", session.id))
             await send({"type": "http.response.start", "status": 204, "headers": []})
             await send({"type": "http.response.body", "body": b""})
             return
