@@ -20,7 +20,8 @@ import statistics
 import subprocess
 
 from bench_support import BASE_DIR, PYTHON, bench_env, free_port, prepare_database, wait_for
-from mcp_throughput import drive, mint_token
+from mcp_load import drive
+from mcp_servers import token_mint
 
 SETTINGS = {"uncached (0)": "0", "cached (30 s)": "30"}
 
@@ -44,7 +45,7 @@ def main() -> None:
         RATE_LIMIT_TOOL="100000000/minute",
     )
     prepare_database(env)
-    token = mint_token(env, f"{public}/mcp")
+    token = token_mint(env, resource=f"{public}/mcp")
     processes = {}
     for name, seconds in SETTINGS.items():
         processes[name] = subprocess.Popen(
@@ -75,12 +76,17 @@ def main() -> None:
             for concurrency in levels:
                 for name in SETTINGS:
                     level = asyncio.run(
-                        drive(f"http://127.0.0.1:{ports[name]}/mcp", token, concurrency, args.seconds)
+                        drive(
+                            f"http://127.0.0.1:{ports[name]}/mcp",
+                            token,
+                            era="2025-11-25",
+                            concurrency=concurrency,
+                            seconds=args.seconds,
+                        )
                     )
-                    rate, p50, _ = level.row()
-                    rates.setdefault((name, concurrency), []).append(rate)
-                    p50s.setdefault((name, concurrency), []).append(p50)
-                    requests[name] += level.calls + level.errors + 2 * concurrency
+                    rates.setdefault((name, concurrency), []).append(level.rate)
+                    p50s.setdefault((name, concurrency), []).append(level.p50)
+                    requests[name] += level.requests
     finally:
         for name, process in processes.items():
             process.terminate()
