@@ -44,9 +44,9 @@ _COLUMNS = (
 def insert_sql(rows: int, *, flushed: bool = True) -> str:
     """One INSERT for ``rows`` events: one statement and one round trip, whatever the batch size.
 
-    Its commit returns once PostgreSQL has flushed it to disk, as every commit does by default;
-    unless not ``flushed``: then it returns as soon as the rows are committed (visible to every
-    reader), and PostgreSQL's WAL writer flushes them within three times ``wal_writer_delay`` (0.6 s by
+    Its commit returns once PostgreSQL has flushed it to disk, as commits do by default. With
+    ``flushed=False`` it returns once the rows are committed (visible to every reader), and
+    PostgreSQL's WAL writer flushes them within three times ``wal_writer_delay`` (0.6 s by
     default): ``synchronous_commit = off`` for this statement alone."""
     on_postgresql = connection.vendor == "postgresql"
     casts = {"ip": "::inet", "detail": "::jsonb", "event_id": "::uuid"} if on_postgresql else {}
