@@ -6,9 +6,13 @@ Two ways in:
   registration, tokens) and session changes, which are rare and already on a database thread. It
   writes in the caller's transaction, so the event and what it records commit together.
 * ``audit_record_async``, for the MCP endpoint's tool calls and resource reads. Every call waits
-  until its row is committed before its response is sent (a successful call is never left
+  until its row is committed before its response is sent (an answered call is never left
   unaudited), but concurrent calls share one multi-row INSERT on the endpoint's own async pool
-  ("group commit"), so the cost per call shrinks as load grows.
+  ("group commit"), so the cost per call shrinks as load grows. A read-only call that succeeded
+  does not wait for PostgreSQL to flush that commit to disk (``synchronous_commit = off`` for its
+  statement): its row is in the table when it is answered, and on disk a fraction of a second
+  later; only a crash of the database server in between loses it. Writes, refusals and failures
+  wait for the flush.
 
 Whatever the input or the connection's state, no row is lost: values are made storable (NUL and
 unpaired surrogates escaped, ``detail["sanitized"]`` naming the fields changed:
@@ -232,16 +236,18 @@ def audit_write(entry: AuditEntry) -> None:
 
 
 class _GroupCommitWriter:
-    """Batches the rows of concurrent requests into one INSERT; each caller waits for its batch."""
+    """Batches the rows of concurrent requests into one INSERT; each caller waits for its batch.
+
+    A batch is flushed to disk before its callers go on if any of its rows asks for it."""
 
     def __init__(self) -> None:
-        self._pending: list[tuple[AuditEntry, asyncio.Future[None]]] = []
+        self._pending: list[tuple[AuditEntry, bool, asyncio.Future[None]]] = []
         self._flusher: asyncio.Task[None] | None = None
 
-    async def write(self, entry: AuditEntry) -> None:
+    async def write(self, entry: AuditEntry, *, flushed: bool) -> None:
         loop = asyncio.get_running_loop()
         done: asyncio.Future[None] = loop.create_future()
-        self._pending.append((entry, done))
+        self._pending.append((entry, flushed, done))
         if self._flusher is None or self._flusher.done():
             self._flusher = loop.create_task(self._flush())
         # The caller may be cancelled (client gone); the row is still written.
@@ -251,17 +257,19 @@ class _GroupCommitWriter:
         while self._pending:
             batch, self._pending = self._pending[:MAX_BATCH], self._pending[MAX_BATCH:]
             try:
-                await self._store([entry for entry, _ in batch])
+                await self._store(
+                    [entry for entry, _, _ in batch], flushed=any(flushed for _, flushed, _ in batch)
+                )
             finally:
-                for _, done in batch:
+                for _, _, done in batch:
                     if not done.done():
                         done.set_result(None)
 
     @staticmethod
-    async def _store(entries: list[AuditEntry]) -> None:
+    async def _store(entries: list[AuditEntry], *, flushed: bool) -> None:
         try:
             # core.db sweeps dead connections and retries once on a fresh one before giving up.
-            await audit_rows_insert_async(entries, execute=hot_path_execute)
+            await audit_rows_insert_async(entries, execute=hot_path_execute, flushed=flushed)
         except UNAVAILABLE:
             # The call itself already happened: keep its row on disk until the database is back.
             await asyncio.to_thread(audit_spool_append, entries)
@@ -278,13 +286,17 @@ class _GroupCommitWriter:
 _writer = _GroupCommitWriter()
 
 
-async def audit_record_async(entry: AuditEntry) -> None:
-    """Record an MCP event; returns once its row is committed (or, if the database is away, spooled)."""
+async def audit_record_async(entry: AuditEntry, *, flushed: bool = True) -> None:
+    """Record an MCP event; returns once its row is committed (or, if the database is away, spooled).
+
+    Committed means on disk; with ``flushed=False`` (a read-only call that succeeded) it means in
+    the table, visible to every reader, and on disk within PostgreSQL's WAL writer delay
+    (``core.audit_store.insert_sql``)."""
     metrics_observe(entry)
-    await audit_write_async(entry)
+    await audit_write_async(entry, flushed=flushed)
 
 
-async def audit_write_async(entry: AuditEntry) -> None:
+async def audit_write_async(entry: AuditEntry, *, flushed: bool = True) -> None:
     """Write ``entry`` through the group commit (no metrics: the caller counted it)."""
     if audit_enabled():
-        await _writer.write(entry)
+        await _writer.write(entry, flushed=flushed)

@@ -41,16 +41,27 @@ _COLUMNS = (
 
 
 @functools.cache
-def insert_sql(rows: int) -> str:
-    """One INSERT for ``rows`` events: one statement and one round trip, whatever the batch size."""
+def insert_sql(rows: int, *, flushed: bool = True) -> str:
+    """One INSERT for ``rows`` events: one statement and one round trip, whatever the batch size.
+
+    Its commit returns once PostgreSQL has flushed it to disk, as commits do by default. With
+    ``flushed=False`` it returns once the rows are committed (visible to every reader), and
+    PostgreSQL's WAL writer flushes them within three times ``wal_writer_delay`` (0.6 s by
+    default): ``synchronous_commit = off`` for this statement alone."""
     on_postgresql = connection.vendor == "postgresql"
     casts = {"ip": "::inet", "detail": "::jsonb", "event_id": "::uuid"} if on_postgresql else {}
     values = "(" + ", ".join(f"%s{casts.get(column, '')}" for column in _COLUMNS) + ")"
     # The table name comes from the model, never from input; every value is a bound parameter.
-    return (
+    sql = (
         f"INSERT INTO {AuditEvent._meta.db_table} ({', '.join(_COLUMNS)}) "  # noqa: S608
         f"VALUES {', '.join([values] * rows)} ON CONFLICT (event_id) DO NOTHING"
     )
+    if on_postgresql and not flushed:
+        # The statement runs in a transaction of its own (autocommit), whose commit reads the
+        # setting: set_config(..., true) lasts until that commit and no longer. One round trip,
+        # where SET LOCAL would need an explicit transaction (three).
+        sql += " RETURNING set_config('synchronous_commit', 'off', true)"
+    return sql
 
 
 def insert_params(entries: Sequence[AuditEntry]) -> list[Any]:
@@ -117,12 +128,16 @@ def _execute(batch: list[AuditEntry]) -> int:
 
 
 async def audit_rows_insert_async(
-    entries: Sequence[AuditEntry], *, execute: Callable[[str, Sequence[Any]], Awaitable[None]]
+    entries: Sequence[AuditEntry],
+    *,
+    execute: Callable[[str, Sequence[Any]], Awaitable[None]],
+    flushed: bool = True,
 ) -> None:
-    """The same fallback for the MCP endpoint's writer, through ``execute`` (``core.db``'s pool)."""
+    """The same fallback for the MCP endpoint's writer, through ``execute`` (``core.db``'s pool);
+    ``flushed`` as for ``insert_sql``."""
     batch = list(entries)
     try:
-        await execute(insert_sql(len(batch)), insert_params(batch))
+        await execute(insert_sql(len(batch), flushed=flushed), insert_params(batch))
         return
     except UNAVAILABLE:
         raise
@@ -130,9 +145,9 @@ async def audit_rows_insert_async(
         logger.warning("An audit batch of %d rows was refused; storing them one at a time.", len(batch))
     for entry in batch:
         try:
-            await execute(insert_sql(1), insert_params([entry]))
+            await execute(insert_sql(1, flushed=flushed), insert_params([entry]))
         except UNAVAILABLE:
             raise
         except DatabaseError as error:
             logger.error("Audit row %s refused (%s); storing it degraded.", entry.event_id, error)
-            await execute(insert_sql(1), insert_params([entry_degraded(entry, error)]))
+            await execute(insert_sql(1, flushed=flushed), insert_params([entry_degraded(entry, error)]))

@@ -13,7 +13,9 @@ as what the tool did. Each request leaves exactly one event:
 A tool adds what it did beyond its arguments (the SQL that ran, the tokens a model spent) with
 ``audit_note``; it lands under the event's ``detail.result``.
 
-The call's response waits for the row to be committed (``audit.audit_record_async``).
+The call's response waits for the row to be committed (``audit.audit_record_async``); for a
+read-only call that succeeded (a tool declared ``read_only``, a resource read), committed but not
+yet flushed to disk by PostgreSQL.
 """
 
 from __future__ import annotations
@@ -110,8 +112,10 @@ class AuditTrail:
         params = ctx.params if isinstance(ctx.params, dict) else {}
         target = str(params.get("name" if ctx.method == "tools/call" else "uri", ""))
         detail: dict[str, Any] = {"method": ctx.method}
+        read_only = ctx.method == "resources/read"
         if ctx.method == "tools/call":
             spec = self.registry.get(target)
+            read_only = spec is not None and spec.read_only
             detail["arguments"] = audit_arguments(
                 params.get("arguments") or {},
                 secret_names=spec.secret_arguments if spec is not None else frozenset(),
@@ -165,7 +169,8 @@ class AuditTrail:
                 limit = data.get("limit", "") if isinstance(data, dict) else ""
                 await audit_refusal_record_async(entry, key=f"{limit_scope.value}:{target}:{limit}")
             else:
-                await audit_record_async(entry)
+                # A read that succeeded changed nothing: its row need not wait for the disk.
+                await audit_record_async(entry, flushed=not (read_only and outcome == AuditOutcome.OK))
 
 
 def _is_tool_error(result: Any) -> bool:
