@@ -79,6 +79,15 @@ def stdio_command() -> tuple[str, list[str]]:
     return sys.executable, [SERVER_SCRIPT, "stdio"]
 
 
+def process_reaped(pid: int) -> bool:
+    """Whether ``pid`` has ended and its parent has collected it: only then are all its threads gone
+    and its pipes closed. A zombie (``ps`` says Z) is not enough: the test server over stdio reads
+    its stdin in a second thread, and after a SIGKILL its main thread can show Z while that thread is
+    still being torn down, holding the pipes open for some milliseconds more (on a busy machine), so
+    a call sent then reaches a process that is still there and dies under it."""
+    return not Path(f"/proc/{pid}").exists()
+
+
 def upstream_row(*, tenant: str, name: str, **fields: Any) -> Upstream:
     """An upstream row as the admin would save it, without the save-time test (the tests that
     need the test call the service)."""

@@ -15,7 +15,7 @@ from mcp.shared.exceptions import MCPError
 
 from tests.e2e.harness import ACME_ADMIN_TOOLS, Person, free_port, sdk_client
 from tests.e2e.upstream_fixtures import UpstreamUnderTest, stdio_fields
-from tests.upstream_support import UpstreamProcess, upstream_row
+from tests.upstream_support import UpstreamProcess, process_reaped, upstream_row
 
 pytestmark = pytest.mark.django_db
 
@@ -168,21 +168,13 @@ async def test_a_stdio_child_that_died_between_calls_is_replaced_without_an_erro
         assert before.structured_content is not None
         child = int(before.structured_content["pid"])
         os.kill(child, signal.SIGKILL)
-        await _until(lambda: not _running(child))
+        # Reaped, not merely a zombie: then every thread of it is gone and its pipes are closed.
+        await _until(lambda: process_reaped(child))
         after = await client.call_tool("echo", {"text": "after"})
 
     assert after.structured_content is not None
     assert after.structured_content["text"] == "after"
     assert after.structured_content["pid"] != child
-
-
-def _running(pid: int) -> bool:
-    """Whether ``pid`` is still a process that has not exited (a zombie has: ``ps`` says Z)."""
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (FileNotFoundError, IndexError):
-        return False
-    return state not in {"Z", "X"}
 
 
 async def test_an_upstream_slower_than_its_call_timeout_gives_32005_and_is_told_to_stop(
