@@ -56,9 +56,6 @@ CONNECT_GRACE_SECONDS = 1.0
 # What an upstream answers (HTTP 404) for a session it no longer knows: the SDK client's own words
 # when the body is not JSON-RPC, the SDK server's JSON-RPC error (passed on as is) when it is.
 SESSION_GONE = frozenset({SESSION_TERMINATED, "Session not found"})
-# Turns of the event loop an idle session's transport gets to report a closed connection: a killed
-# stdio child's session was marked closed after 6 (measured with the SDK 2.3 stdio client).
-SETTLE_TURNS = 20
 
 
 class Downstream(Protocol):
@@ -79,16 +76,6 @@ def transport_failed(error: BaseException) -> bool:
     # A result that fails its own schema (RuntimeError, ValidationError) is a bad answer on a good
     # session; a cancelled or timed-out call leaves the session usable too.
     return not isinstance(error, asyncio.CancelledError | TimeoutError | RuntimeError | ValidationError)
-
-
-async def _transports_settle() -> None:
-    """Let the event loop run what is already due before an idle session is judged alive: a stdio
-    child that died while idle closes its pipe at once, but when the next call arrives in the same
-    turn of the loop as that end of file, the call could be handed the dead session before its
-    reader has seen the end (a full CI run saw "Connection closed" there once). Twenty turns of an
-    otherwise idle loop cost a fraction of a millisecond and let the transport mark it closed first."""
-    for _ in range(SETTLE_TURNS):
-        await asyncio.sleep(0)
 
 
 def session_was_gone(error: BaseException) -> bool:
@@ -193,8 +180,6 @@ class UpstreamPool:
         condition = self._freed.setdefault(pool_key, asyncio.Condition())
         while True:
             idle = self._idle.get(pool_key, [])
-            if idle:
-                await _transports_settle()
             while idle:
                 pooled = idle.pop()
                 if pooled.alive and time.monotonic() - pooled.idle_since < idle_limit:
