@@ -19,9 +19,9 @@ import re
 import statistics
 import subprocess
 
-from bench_support import BASE_DIR, PYTHON, bench_env, free_port, prepare_database, wait_for
+from bench_support import BASE_DIR, bench_env, free_port, prepare_database, wait_for
 from mcp_load import drive
-from mcp_servers import token_mint
+from mcp_servers import command, token_mint
 
 SETTINGS = {"uncached (0)": "0", "cached (30 s)": "30"}
 
@@ -49,18 +49,7 @@ def main() -> None:
     processes = {}
     for name, seconds in SETTINGS.items():
         processes[name] = subprocess.Popen(
-            [
-                PYTHON,
-                "-m",
-                "daphne",
-                "-v",
-                "0",
-                "-b",
-                "127.0.0.1",
-                "-p",
-                str(ports[name]),
-                "config.asgi:application",
-            ],
+            command("daphne", "gatehouse", ports[name]),
             cwd=BASE_DIR,
             env={**env, "MCP_IDENTITY_CACHE_SECONDS": seconds},
             stderr=subprocess.PIPE,
