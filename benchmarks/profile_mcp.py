@@ -49,6 +49,12 @@ def main() -> None:
     parser.add_argument("--prefix", default="", help="file name prefix, e.g. before-")
     parser.add_argument("--server", default="daphne", choices=["daphne", "uvicorn", "granian"])
     parser.add_argument("--eras", default=",".join(ERAS))
+    parser.add_argument(
+        "--raw", action="store_true", help="collapsed stacks (.txt) instead of an SVG, for scripts to sum"
+    )
+    parser.add_argument(
+        "--gil", action="store_true", help="only samples holding the GIL: CPU spent, not waits for the GIL"
+    )
     args = parser.parse_args()
     spy = py_spy()
     public = "http://127.0.0.1:8000"
@@ -66,7 +72,7 @@ def main() -> None:
             server.wait_ready()
             asyncio.run(drive(server.url, token, era=era, concurrency=4, seconds=1))
             assert server.process is not None
-            svg = PROFILES / f"{args.prefix}{era}.svg"
+            svg = PROFILES / f"{args.prefix}{era}.{'txt' if args.raw else 'svg'}"
             # --subprocesses: granian serves from a child process.
             recorder = subprocess.Popen(
                 [
@@ -77,12 +83,13 @@ def main() -> None:
                     "--subprocesses",
                     # One box per function, not per line: a wide function stays one box.
                     "--function",
+                    *(["--gil"] if args.gil else []),
                     "--rate",
                     str(args.rate),
                     "--duration",
                     str(args.seconds),
                     "--format",
-                    "flamegraph",
+                    "raw" if args.raw else "flamegraph",
                     "--output",
                     str(svg),
                 ],

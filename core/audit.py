@@ -39,7 +39,7 @@ from core.audit_entry import AuditEntry
 from core.audit_spool import audit_spool_append, audit_spool_replay_soon
 from core.audit_store import MAX_BATCH, UNAVAILABLE, audit_rows_insert, audit_rows_insert_async
 from core.conf import gatehouse_settings
-from core.db import hot_path_execute
+from core.db import hot_path_execute, hot_path_execute_raw, hot_path_raw
 from core.identity import Identity
 from core.metrics import metrics_observe
 from core.models import AuditAction, AuditOutcome
@@ -269,7 +269,12 @@ class _GroupCommitWriter:
     async def _store(entries: list[AuditEntry], *, flushed: bool) -> None:
         try:
             # core.db sweeps dead connections and retries once on a fresh one before giving up.
-            await audit_rows_insert_async(entries, execute=hot_path_execute, flushed=flushed)
+            if hot_path_raw():
+                await audit_rows_insert_async(
+                    entries, execute=hot_path_execute_raw, flushed=flushed, native=True
+                )
+            else:
+                await audit_rows_insert_async(entries, execute=hot_path_execute, flushed=flushed)
         except UNAVAILABLE:
             # The call itself already happened: keep its row on disk until the database is back.
             await asyncio.to_thread(audit_spool_append, entries)

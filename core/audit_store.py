@@ -41,8 +41,14 @@ _COLUMNS = (
 
 
 @functools.cache
-def insert_sql(rows: int, *, flushed: bool = True) -> str:
+def insert_sql(rows: int, *, flushed: bool = True, native: bool = False) -> str:
     """One INSERT for ``rows`` events: one statement and one round trip, whatever the batch size.
+
+    ``native=True`` writes PostgreSQL's own ``$1, $2, ...`` placeholders, for a raw cursor
+    (``core.db.hot_path_execute_raw``), which sends the text as it is. psycopg parses a ``%s``
+    statement longer than 4 kB (a batch of more than 8 rows) afresh on every execution, with regular
+    expressions: under load that scan was a tenth of the endpoint's CPU (py-spy), and the raw form
+    of a 20-row batch costs a twentieth of it (``benchmarks/audit_statement.py``).
 
     Its commit returns once PostgreSQL has flushed it to disk, as commits do by default. With
     ``flushed=False`` it returns once the rows are committed (visible to every reader), and
@@ -50,11 +56,23 @@ def insert_sql(rows: int, *, flushed: bool = True) -> str:
     default): ``synchronous_commit = off`` for this statement alone."""
     on_postgresql = connection.vendor == "postgresql"
     casts = {"ip": "::inet", "detail": "::jsonb", "event_id": "::uuid"} if on_postgresql else {}
-    values = "(" + ", ".join(f"%s{casts.get(column, '')}" for column in _COLUMNS) + ")"
+    width = len(_COLUMNS)
+
+    def placeholder(row: int, index: int) -> str:
+        return f"${row * width + index + 1}" if native else "%s"
+
+    values = [
+        "("
+        + ", ".join(
+            f"{placeholder(row, index)}{casts.get(column, '')}" for index, column in enumerate(_COLUMNS)
+        )
+        + ")"
+        for row in range(rows)
+    ]
     # The table name comes from the model, never from input; every value is a bound parameter.
     sql = (
         f"INSERT INTO {AuditEvent._meta.db_table} ({', '.join(_COLUMNS)}) "  # noqa: S608
-        f"VALUES {', '.join([values] * rows)} ON CONFLICT (event_id) DO NOTHING"
+        f"VALUES {', '.join(values)} ON CONFLICT (event_id) DO NOTHING"
     )
     if on_postgresql and not flushed:
         # The statement runs in a transaction of its own (autocommit), whose commit reads the
@@ -132,12 +150,13 @@ async def audit_rows_insert_async(
     *,
     execute: Callable[[str, Sequence[Any]], Awaitable[None]],
     flushed: bool = True,
+    native: bool = False,
 ) -> None:
     """The same fallback for the MCP endpoint's writer, through ``execute`` (``core.db``'s pool);
-    ``flushed`` as for ``insert_sql``."""
+    ``flushed`` and ``native`` as for ``insert_sql``."""
     batch = list(entries)
     try:
-        await execute(insert_sql(len(batch), flushed=flushed), insert_params(batch))
+        await execute(insert_sql(len(batch), flushed=flushed, native=native), insert_params(batch))
         return
     except UNAVAILABLE:
         raise
@@ -145,9 +164,10 @@ async def audit_rows_insert_async(
         logger.warning("An audit batch of %d rows was refused; storing them one at a time.", len(batch))
     for entry in batch:
         try:
-            await execute(insert_sql(1, flushed=flushed), insert_params([entry]))
+            await execute(insert_sql(1, flushed=flushed, native=native), insert_params([entry]))
         except UNAVAILABLE:
             raise
         except DatabaseError as error:
             logger.error("Audit row %s refused (%s); storing it degraded.", entry.event_id, error)
-            await execute(insert_sql(1, flushed=flushed), insert_params([entry_degraded(entry, error)]))
+            statement = insert_sql(1, flushed=flushed, native=native)
+            await execute(statement, insert_params([entry_degraded(entry, error)]))

@@ -72,11 +72,14 @@ class _HotPathPool:
     async def fetchone(self, sql: str, params: Sequence[Any]) -> tuple[Any, ...] | None:
         return await self._run(sql, params, fetch=True)
 
-    async def execute(self, sql: str, params: Sequence[Any]) -> None:
-        """A statement whose result nobody reads (the audit trail's inserts), in autocommit."""
-        await self._run(sql, params, fetch=False)
+    async def execute(self, sql: str, params: Sequence[Any], *, raw: bool = False) -> None:
+        """A statement whose result nobody reads (the audit trail's inserts), in autocommit;
+        ``raw``: with ``$1`` placeholders, sent as it is (``hot_path_execute_raw``)."""
+        await self._run(sql, params, fetch=False, raw=raw)
 
-    async def _run(self, sql: str, params: Sequence[Any], *, fetch: bool) -> tuple[Any, ...] | None:
+    async def _run(
+        self, sql: str, params: Sequence[Any], *, fetch: bool, raw: bool = False
+    ) -> tuple[Any, ...] | None:
         import psycopg
         import psycopg_pool
 
@@ -87,8 +90,10 @@ class _HotPathPool:
                     async with pool.connection() as conn:
                         if self._counting:
                             querycount_add()
-                        cursor = await conn.execute(sql, params)
-                        return await cursor.fetchone() if fetch else None
+                        cursor = psycopg.AsyncRawCursor(conn) if raw else conn.cursor()
+                        async with cursor:
+                            await cursor.execute(sql, params)
+                            return await cursor.fetchone() if fetch else None
                 except psycopg.OperationalError:
                     # A connection the server cut (restart, failover, an operator's kill): its
                     # idle siblings were likely cut too. Sweep them out, then one fresh try before
@@ -149,6 +154,20 @@ async def hot_path_execute(sql: str, params: Sequence[Any]) -> None:
         await _pool.execute(sql, params)
     else:
         await db_call(_execute_sync, sql, params)
+
+
+def hot_path_raw() -> bool:
+    """Whether ``hot_path_execute_raw`` serves here: on PostgreSQL, through the async pool."""
+    return _on_postgresql()
+
+
+async def hot_path_execute_raw(sql: str, params: Sequence[Any]) -> None:
+    """``hot_path_execute`` for a statement with PostgreSQL's own ``$1`` placeholders: psycopg
+    sends it as it is, where a ``%s`` statement is parsed on every execution once it is longer
+    than psycopg's cache takes (4 kB). PostgreSQL only (``hot_path_raw``)."""
+    if not _on_postgresql():
+        raise RuntimeError("Raw statements need PostgreSQL.")
+    await _pool.execute(sql, params, raw=True)
 
 
 def _execute_sync(sql: str, params: Sequence[Any]) -> None:

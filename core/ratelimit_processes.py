@@ -22,7 +22,7 @@ import psycopg
 from django.db import DatabaseError, connection
 
 from core.conf import gatehouse_settings
-from core.ratelimit import rate_limit_storage_shared
+from core.ratelimit_storage import rate_limit_storage_shared
 
 logger = logging.getLogger("core.ratelimit")
 

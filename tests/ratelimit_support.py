@@ -1,21 +1,21 @@
 """Rate-limit state between tests: each test starts as a freshly started process would.
 
-Reaches into ``core.ratelimit``'s and ``core.ratelimit_fallback``'s private module state (the rule
-cache, the per-process storages, the outage of the shared storage) on purpose: the product never
-forgets them while it runs, so it offers no way to, and this is kept out of it. A change to that
-state must be mirrored here.
+Reaches into the private module state of ``core.ratelimit`` (the rule cache),
+``core.ratelimit_storage`` (the per-process storages) and ``core.ratelimit_fallback`` (the outage of
+the shared storage) on purpose: the product never forgets them while it runs, so it offers no way
+to, and this is kept out of it. A change to that state must be mirrored here.
 """
 
 from __future__ import annotations
 
-from core import ratelimit, ratelimit_fallback
+from core import ratelimit, ratelimit_fallback, ratelimit_storage
 from core.metrics import RATE_LIMIT_FALLBACK_ACTIVE
 
 
 def rate_limit_reset_for_tests() -> None:
     """Forget cached rules, storages and failures, so each test starts from nothing."""
     ratelimit._rules.table = None
-    ratelimit._sync_stores.clear()
-    ratelimit._async_stores.clear()
+    ratelimit_storage._sync_stores.clear()
+    ratelimit_storage._async_stores.clear()
     ratelimit_fallback._state = ratelimit_fallback._FallbackState()
     RATE_LIMIT_FALLBACK_ACTIVE.set(0)

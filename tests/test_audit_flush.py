@@ -48,9 +48,9 @@ def statements(monkeypatch) -> list[tuple[int, bool]]:
     built: list[tuple[int, bool]] = []
     real = audit_store.insert_sql
 
-    def recording(rows: int, *, flushed: bool = True) -> str:
+    def recording(rows: int, *, flushed: bool = True, native: bool = False) -> str:
         built.append((rows, flushed))
-        return real(rows, flushed=flushed)
+        return real(rows, flushed=flushed, native=native)
 
     monkeypatch.setattr(audit_store, "insert_sql", recording)
     return built
@@ -80,6 +80,49 @@ async def test_a_batch_waits_for_the_disk_when_any_of_its_rows_asks_for_it(state
 
     assert statements == [(3, False), (2, True)]
     assert await _stored(*reads, read, write) == 5
+
+
+async def test_a_batch_longer_than_psycopg_s_statement_cache_keeps_every_value_and_every_row(statements):
+    # 12 rows make a statement past the 4 kB psycopg parses from its cache: the writer sends it
+    # with $n placeholders, through a raw cursor. Hostile text, a refused row and a second copy of
+    # a stored event ride along.
+    entries = [
+        AuditEntry(
+            action=AuditAction.TOOL_CALLED,
+            target=f"row-{index}",
+            username="eve\x00$1",
+            ip="127.0.0.1",
+            duration_ms=1.5,
+            detail={"arguments": {"sql": "select '$2', %s, \ud800"}, "n": index},
+        )
+        for index in range(10)
+    ]
+    refused = AuditEntry(action=AuditAction.TOOL_CALLED, target="refused", ip="not-an-address")
+    await audit_record_async(entries[0], flushed=False)
+    await asyncio.gather(*(audit_record_async(entry, flushed=False) for entry in [*entries, refused]))
+
+    assert statements[0] == (1, False)
+    # The batch was refused for its one bad row; then each row went alone.
+    assert statements[1] == (11, False)
+    assert await _stored(*entries, refused) == 11
+    stored = [
+        event async for event in AuditEvent.objects.filter(target__startswith="row-").order_by("target")
+    ]
+    assert [event.target for event in stored] == sorted(f"row-{index}" for index in range(10))
+    assert {event.username for event in stored} == {"eve\\u0000$1"}
+    assert stored[3].detail["arguments"] == {"sql": "select '$2', %s, \\ud800"}
+    assert str(stored[3].ip) == "127.0.0.1"
+    bad = await AuditEvent.objects.aget(target="refused")
+    assert bad.ip is None
+    assert "unstorable" in bad.detail
+
+
+def test_the_raw_statement_numbers_every_value_of_every_row():
+    sql = audit_store.insert_sql(3, native=True)
+    assert "%s" not in sql
+    assert [f"${n}" in sql for n in (1, 15, 16, 45)] == [True] * 4
+    assert "$46" not in sql
+    assert len(audit_store.insert_params([AuditEntry(action="x")] * 3)) == 45
 
 
 def _context(method: str, params: dict[str, Any], identity: Any) -> Any:
