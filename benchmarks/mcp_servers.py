@@ -15,6 +15,7 @@ Each server's output goes to a temporary file, where Gatehouse's SQL statement c
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import importlib.util
 import os
 import re
@@ -23,6 +24,7 @@ import signal
 import subprocess
 import tempfile
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import IO
 
 from bench_support import BASE_DIR, PYTHON, free_port, prepare_database, wait_for
@@ -164,6 +166,12 @@ class Server:
         except RuntimeError:
             raise RuntimeError(f"{self.label}: {self.output()[-3000:]}") from None
 
+    def cpu_seconds(self) -> float:
+        """CPU time the server has used so far, its child processes (granian's worker) included."""
+        if self.process is None:
+            return 0.0
+        return sum(_cpu_seconds(pid) for pid in _process_tree(self.process.pid))
+
     def stop(self) -> int | None:
         """Stop it; the SQL statements it ran, when it counted them."""
         if self.process is None:
@@ -186,3 +194,24 @@ class Server:
             return ""
         self.log.seek(0)
         return self.log.read().decode(errors="replace")
+
+
+def _process_tree(pid: int) -> list[int]:
+    """``pid`` and its descendants, from /proc (Linux)."""
+    tree, index = [pid], 0
+    while index < len(tree):
+        children = Path(f"/proc/{tree[index]}/task/{tree[index]}/children")
+        with contextlib.suppress(OSError):
+            tree.extend(int(child) for child in children.read_text().split())
+        index += 1
+    return tree
+
+
+def _cpu_seconds(pid: int) -> float:
+    """User and system time of one process (its threads included), 0 once it is gone."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    # utime and stime, the 14th and 15th fields of stat(5), the 12th and 13th after the name.
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")

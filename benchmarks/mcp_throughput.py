@@ -8,16 +8,18 @@ Servers (benchmarks/mcp_servers.py): the bare SDK ``MCPServer`` under uvicorn (t
 ratio is against) and under Daphne; Gatehouse as ``make run`` ships it (auditing on, access log and
 log level at their defaults, a Redis rate limit checked on every call but never reached, on
 PostgreSQL) under Daphne (``make run``'s server), uvicorn and granian (when installed). With
-``--variants``, Gatehouse under Daphne also without auditing and without the rate limit, to show
-what each costs. With ``--large``, Gatehouse under Daphne also on a database with 100,000 sessions,
-100,000 tokens and 1,000,000 audit rows (benchmarks/large_db.py), against the same server on the
-benchmark's small database.
+``--variants``, Gatehouse under Daphne also without auditing, without the rate limit and without the
+identity cache, to show what each costs. With ``--large``, Gatehouse under Daphne also on a database
+with 100,000 sessions, 100,000 tokens and 1,000,000 audit rows (benchmarks/large_db.py), against
+the same server on the benchmark's small database.
 
 For each era (a session per concurrent worker on 2025-11-25; stateless POSTs on 2026-07-28;
 benchmarks/mcp_load.py) every server is started afresh, warmed up, and driven for ``--seconds`` at
 each concurrency, servers taking turns within each level. Prints Markdown tables: calls/s with p50
-and p99 latency, the ratio to bare uvicorn, and the SQL statements per request each Gatehouse ran
-(``GATEHOUSE_COUNT_QUERIES``; handshakes and warm-up included). The default run takes about five
+and p99 latency, the ratio to bare uvicorn, the SQL statements per request each Gatehouse ran
+(``GATEHOUSE_COUNT_QUERIES``; handshakes and warm-up included), and each server's own CPU time per
+request (its processes' user and system time from /proc over every request it answered: steadier
+than calls/s on a shared machine, where a neighbour slows a call but does not make it cost more). The default run takes about five
 minutes. Databases: ``BENCH_DATABASE_URL`` (default ``…/gatehouse_bench_mcp``) and the same name
 with ``_large``; created, migrated and cleared of earlier runs' sessions and audit rows. A
 measurement, not a test: it asserts nothing.
@@ -56,6 +58,13 @@ def servers_plan(*, variants: bool, large: bool) -> Plan:
         plan += [
             ("Gatehouse Daphne, no audit", "daphne", "gatehouse", {"GATEHOUSE_AUDIT": "false"}, "small"),
             ("Gatehouse Daphne, no rate limit", "daphne", "gatehouse", {"RATE_LIMIT_TOOL": "none"}, "small"),
+            (
+                "Gatehouse Daphne, identities not kept",
+                "daphne",
+                "gatehouse",
+                {"MCP_IDENTITY_CACHE_SECONDS": "0"},
+                "small",
+            ),
         ]
     if large:
         plan.append(("Gatehouse Daphne, large DB", "daphne", "gatehouse", {}, "large"))
@@ -70,7 +79,11 @@ def main() -> None:
     parser.add_argument("--warmup", type=float, default=1.0, help="seconds of calls before measuring")
     parser.add_argument("--concurrency", default="1,16,64")
     parser.add_argument("--eras", default=",".join(ERAS))
-    parser.add_argument("--variants", action="store_true", help="also Gatehouse without audit, without limit")
+    parser.add_argument(
+        "--variants",
+        action="store_true",
+        help="also Gatehouse without audit, without limit, without the identity cache",
+    )
     parser.add_argument("--large", action="store_true", help="also Gatehouse on the large database")
     parser.add_argument("--only", default="", help="these servers only: labels separated by semicolons")
     args = parser.parse_args()
@@ -94,6 +107,7 @@ def main() -> None:
 
     results: dict[tuple[str, str], list[Level]] = {}
     statements: dict[tuple[str, str], int | None] = {}
+    cpu: dict[tuple[str, str], float] = {}
     for era in eras:
         servers = [
             Server(
@@ -114,6 +128,7 @@ def main() -> None:
             for server in servers:
                 server.wait_ready()
                 results[(era, server.label)] = []
+                cpu[(era, server.label)] = -server.cpu_seconds()
             for concurrency in levels:
                 for server in servers:
                     level = asyncio.run(
@@ -135,10 +150,11 @@ def main() -> None:
                     )
         finally:
             for server in servers:
+                cpu[(era, server.label)] = cpu.get((era, server.label), 0.0) + server.cpu_seconds()
                 statements[(era, server.label)] = server.stop()
 
     labels = [entry[0] for entry in plan]
-    report(results, statements, labels=labels, eras=eras, levels=levels, seconds=args.seconds)
+    report(results, statements, cpu, labels=labels, eras=eras, levels=levels, seconds=args.seconds)
     if args.large:
         report_large(results, eras=eras, levels=levels)
 
@@ -146,6 +162,7 @@ def main() -> None:
 def report(
     results: dict[tuple[str, str], list[Level]],
     statements: dict[tuple[str, str], int | None],
+    cpu: dict[tuple[str, str], float],
     *,
     labels: list[str],
     eras: list[str],
@@ -178,6 +195,13 @@ def report(
             requests = sum(level.requests for level in results[(era, label)])
             sql.append(f"{count / requests:.2f}" if count is not None and requests else "")
         print(f"| {era} | SQL/request | " + " | ".join(sql) + " |")
+        # The server's own CPU per request: what the throughput is made of, and far steadier than
+        # it on a shared machine (a busy neighbour slows a call, but does not make it cost more).
+        costs = []
+        for label in labels:
+            requests = sum(level.requests for level in results[(era, label)])
+            costs.append(f"{cpu[(era, label)] / requests * 1e6:.0f}" if requests else "")
+        print(f"| {era} | server CPU µs/request | " + " | ".join(costs) + " |")
 
 
 def report_large(results: dict[tuple[str, str], list[Level]], *, eras: list[str], levels: list[int]) -> None:
