@@ -19,10 +19,10 @@ each concurrency, servers taking turns within each level. Prints Markdown tables
 and p99 latency, the ratio to bare uvicorn, the SQL statements per request each Gatehouse ran
 (``GATEHOUSE_COUNT_QUERIES``; handshakes and warm-up included), and each server's own CPU time per
 request (its processes' user and system time from /proc over every request it answered: steadier
-than calls/s on a shared machine, where a neighbour slows a call but does not make it cost more). The default run takes about five
-minutes. Databases: ``BENCH_DATABASE_URL`` (default ``…/gatehouse_bench_mcp``) and the same name
-with ``_large``; created, migrated and cleared of earlier runs' sessions and audit rows. A
-measurement, not a test: it asserts nothing.
+than calls/s on a shared machine, where a neighbour slows a call but does not make it cost more).
+The default run takes about five minutes. Databases: ``BENCH_DATABASE_URL`` (default
+``…/gatehouse_bench_mcp``) and the same name with ``_large``; created, migrated and cleared of
+earlier runs' sessions and audit rows. A measurement, not a test: it asserts nothing.
 """
 
 from __future__ import annotations
