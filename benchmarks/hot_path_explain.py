@@ -134,10 +134,14 @@ def fresh_keys(sql: str, params: Any) -> Any:
 def explain(conn: psycopg.Connection, sql: str, params: Any) -> list[str]:
     lines: list[str] = []
     params = fresh_keys(sql, params)
+    # The audit writer sends $n placeholders through a raw cursor (core/audit_store.py).
+    native = "$1" in sql and "%s" not in sql
     for _ in range(2):  # the second run is shown: what a warm server sees
         with conn.transaction(force_rollback=True):
-            rows = conn.execute("EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) " + sql, params).fetchall()
-            lines = [row[0] for row in rows]
+            cursor = psycopg.RawCursor(conn) if native else conn.cursor()
+            with cursor:
+                cursor.execute("EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) " + sql, params)
+                lines = [row[0] for row in cursor.fetchall()]
     return lines
 
 
