@@ -230,7 +230,7 @@ async def storage_count_async(
 def storage_count(
     store: Store, applied: AppliedLimit, identifiers: tuple[Any, ...], *, scope: str
 ) -> tuple[AppliedLimit, float | None]:
-    """``_count_async``, for the synchronous storage."""
+    """``storage_count_async``, for the synchronous storage."""
     if store.fallback is None:
         return applied, _hit(store.limiter, applied.item, identifiers)
     if shared_storage_due():
