@@ -189,18 +189,16 @@ def report(
                     cell += f" [{level.errors} failed]"
                 cells.append(cell)
             print(f"| {era} | {concurrency} | " + " | ".join(cells) + " |")
-        sql = []
+        sql, costs = [], []
         for label in labels:
             count = statements.get((era, label))
             requests = sum(level.requests for level in results[(era, label)])
             sql.append(f"{count / requests:.2f}" if count is not None and requests else "")
-        print(f"| {era} | SQL/request | " + " | ".join(sql) + " |")
-        # The server's own CPU per request: what the throughput is made of, and far steadier than
-        # it on a shared machine (a busy neighbour slows a call, but does not make it cost more).
-        costs = []
-        for label in labels:
-            requests = sum(level.requests for level in results[(era, label)])
+            # The server's own CPU per request: what the throughput is made of, and far steadier
+            # than it on a shared machine (a busy neighbour slows a call, but does not make it
+            # cost more).
             costs.append(f"{cpu[(era, label)] / requests * 1e6:.0f}" if requests else "")
+        print(f"| {era} | SQL/request | " + " | ".join(sql) + " |")
         print(f"| {era} | server CPU µs/request | " + " | ".join(costs) + " |")
 
 

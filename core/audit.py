@@ -269,12 +269,9 @@ class _GroupCommitWriter:
     async def _store(entries: list[AuditEntry], *, flushed: bool) -> None:
         try:
             # core.db sweeps dead connections and retries once on a fresh one before giving up.
-            if hot_path_raw():
-                await audit_rows_insert_async(
-                    entries, execute=hot_path_execute_raw, flushed=flushed, native=True
-                )
-            else:
-                await audit_rows_insert_async(entries, execute=hot_path_execute, flushed=flushed)
+            native = hot_path_raw()
+            execute = hot_path_execute_raw if native else hot_path_execute
+            await audit_rows_insert_async(entries, execute=execute, flushed=flushed, native=native)
         except UNAVAILABLE:
             # The call itself already happened: keep its row on disk until the database is back.
             await asyncio.to_thread(audit_spool_append, entries)
