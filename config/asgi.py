@@ -22,6 +22,7 @@ from core.host_header import SingleHostMiddleware  # noqa: E402
 from core.ratelimit_processes import rate_limit_processes_check  # noqa: E402
 from core.request_context import RequestContextMiddleware  # noqa: E402
 from mcp_gateway.endpoint import mcp_app_build  # noqa: E402
+from mcp_gateway.standalone_stream import standalone_streams_end_all  # noqa: E402
 
 
 async def lifespan(scope: Scope, receive: Receive, send: Send) -> None:
@@ -33,6 +34,9 @@ async def lifespan(scope: Scope, receive: Receive, send: Send) -> None:
         if message["type"] == "lifespan.startup":
             await send({"type": "lifespan.startup.complete"})
         elif message["type"] == "lifespan.shutdown":
+            # Standalone streams never end on their own: ended cleanly, their clients reconnect to
+            # another worker at once and resume from their last event id.
+            standalone_streams_end_all()
             await send({"type": "lifespan.shutdown.complete"})
             return
 

@@ -15,7 +15,14 @@ from typing import Any
 
 from mcp.server.context import ServerRequestContext
 from mcp.server.mcpserver import MCPServer
-from mcp_types import EmptyResult, SetLevelRequestParams, SubscriptionsListenRequestParams, ToolAnnotations
+from mcp_types import (
+    EmptyResult,
+    SetLevelRequestParams,
+    SubscribeRequestParams,
+    SubscriptionsListenRequestParams,
+    ToolAnnotations,
+    UnsubscribeRequestParams,
+)
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from starlette.types import ASGIApp, Receive, Scope, Send
 
@@ -28,16 +35,24 @@ from mcp_gateway.asgi.failsafe import McpFailsafe
 from mcp_gateway.asgi.scope_keys import IDENTITY_KEY, SESSION_KEY
 from mcp_gateway.asgi.sessions import McpSessionMiddleware
 from mcp_gateway.audit_trail import AuditTrail
+from mcp_gateway.changes import change_log_purge
 from mcp_gateway.exchange import HandshakeEraApp
 from mcp_gateway.guard import RequestGuard, guarded_handler
 from mcp_gateway.identity_cache import identity_cache
-from mcp_gateway.list_changes import list_changes_build
+from mcp_gateway.list_changes import ListChanges, list_changes_build
 from mcp_gateway.modern_exchange import ModernEraApp
 from mcp_gateway.registry import Registry, default_registry
 from mcp_gateway.relay import relay_build
 from mcp_gateway.request_state import REQUEST_STATE_TTL_SECONDS, request_state_security
-from mcp_gateway.sdk import server_add_request_handler, server_drop_telemetry, server_lowlevel
+from mcp_gateway.resource_subscriptions import subscribe, unsubscribe
+from mcp_gateway.sdk import (
+    server_add_request_handler,
+    server_announce_list_changes,
+    server_drop_telemetry,
+    server_lowlevel,
+)
 from mcp_gateway.sessions import session_purge, session_set_log_level
+from mcp_gateway.standalone_stream import StandaloneStreams
 from mcp_gateway.step_up import challenging_send
 from mcp_gateway.task_extension import task_extension_install
 from mcp_gateway.task_requests import tasks_install
@@ -53,7 +68,10 @@ INSTRUCTIONS = (
 
 
 def server_build(
-    *, registry: Registry, request_state_ttl_seconds: float = REQUEST_STATE_TTL_SECONDS
+    *,
+    registry: Registry,
+    request_state_ttl_seconds: float = REQUEST_STATE_TTL_SECONDS,
+    changes: ListChanges | None = None,
 ) -> MCPServer:
     server: MCPServer = MCPServer(
         name="gatehouse",
@@ -84,13 +102,25 @@ def server_build(
     server_add_request_handler(
         server=server, method="logging/setLevel", params_type=SetLevelRequestParams, handler=_set_log_level
     )
-    # The SDK's listen streams, one bus per tenant, fed by toolset changes from any worker.
+    # The SDK's listen streams, one bus per tenant, fed by changes from any worker; handshake-era
+    # sessions hear the same on their standalone GET stream (``standalone_stream``).
+    changes = changes or list_changes_build(registry=registry)
     server_add_request_handler(
         server=server,
         method="subscriptions/listen",
         params_type=SubscriptionsListenRequestParams,
-        handler=list_changes_build(registry=registry).listen,
+        handler=changes.listen,
     )
+    server_add_request_handler(
+        server=server, method="resources/subscribe", params_type=SubscribeRequestParams, handler=subscribe
+    )
+    server_add_request_handler(
+        server=server,
+        method="resources/unsubscribe",
+        params_type=UnsubscribeRequestParams,
+        handler=unsubscribe,
+    )
+    server_announce_list_changes(server=server)
     return server
 
 
@@ -121,6 +151,7 @@ async def _purge_sessions_forever() -> None:
         await asyncio.sleep(interval)
         try:
             ended, deleted = await db_call(session_purge)
+            await db_call(change_log_purge)
         except Exception:
             # A failed sweep (database away) must not stop the endpoint; the next one retries.
             logger.exception("MCP session purge failed")
@@ -131,8 +162,11 @@ async def _purge_sessions_forever() -> None:
 
 def mcp_app_build() -> McpFailsafe:
     registry = default_registry()
-    server = server_lowlevel(server=server_build(registry=registry))
-    handshake = McpSessionMiddleware(HandshakeEraApp(server=server, relay=relay_build()))
+    changes = list_changes_build(registry=registry)
+    server = server_lowlevel(server=server_build(registry=registry, changes=changes))
+    handshake = McpSessionMiddleware(
+        HandshakeEraApp(server=server, relay=relay_build()), streams=StandaloneStreams(changes=changes)
+    )
     modern = ModernEraApp(server=server)
     return McpFailsafe(McpAuthMiddleware(JsonRpcEnvelopeMiddleware(EraRouter(handshake, modern))))
 

@@ -123,6 +123,13 @@ class RequestGuard:
                     _check_scopes(federated.scopes, identity)
                 else:
                     await self._check_read(uri, identity)
+            elif ctx.method == "resources/subscribe":
+                # As for reading it, without counting a read: the toolset on, the scopes held.
+                uri = str(params.get("uri", ""))
+                toolset = self.registry.toolset_of_resource(uri)
+                self._check_owned(toolset, enabled, UNKNOWN_RESOURCE)
+                if toolset is not None:
+                    await self._check_read(uri, identity)
             elif ctx.method == "prompts/get":
                 name = str(params.get("name", ""))
                 toolset = self.registry.toolset_of_prompt(name)

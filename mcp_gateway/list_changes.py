@@ -28,9 +28,10 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from django.db import connection
 from django.db.models.signals import post_delete, post_save
@@ -40,6 +41,7 @@ from mcp.server.subscriptions import (
     ListenHandler,
     PromptsListChanged,
     ResourcesListChanged,
+    ResourceUpdated,
     ServerEvent,
     ToolsListChanged,
 )
@@ -47,10 +49,13 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import SubscriptionsListenRequestParams, SubscriptionsListenResult
 
 from accounts.scopes import SCOPE_READ
-from core.db import psycopg_connect_kwargs
+from core.db import db_call, psycopg_connect_kwargs
 from core.identity import Identity
+from mcp_gateway.changes import Change, change_get, change_record, local_listeners
 from mcp_gateway.identity import identity_from_request
-from mcp_gateway.models import TenantToolset
+from mcp_gateway.identity_cache import CHANNEL as IDENTITY_CHANNEL
+from mcp_gateway.identity_cache import KINDS as IDENTITY_KINDS
+from mcp_gateway.models import ChangeKind, TenantToolset
 from mcp_gateway.registry import Registry
 from mcp_gateway.task_extension import tasks_offered
 from mcp_gateway.task_status import (
@@ -83,6 +88,16 @@ UNAVAILABLE = "Change notifications are unavailable right now; retry shortly."
 ALL_EVENTS: tuple[ServerEvent, ...] = (ToolsListChanged(), PromptsListChanged(), ResourcesListChanged())
 
 
+class ChangeSink(Protocol):
+    """Streams other than ``subscriptions/listen`` that hear changes (``standalone_stream``)."""
+
+    async def changed(self, change: Change, events: tuple[ServerEvent, ...]) -> None: ...
+
+    async def identity_changed(self, *, kind: str, key: int | str) -> None: ...
+
+    async def everything_changed(self) -> None: ...
+
+
 @dataclass
 class _Tenant:
     """One tenant's streams on this worker."""
@@ -90,6 +105,8 @@ class _Tenant:
     bus: InMemorySubscriptionBus = field(default_factory=InMemorySubscriptionBus)
     handler: ListenHandler = field(init=False)
     streams: int = 0
+    # Whose streams these are: a change of one person's role or account reaches their tenant's bus.
+    users: Counter[int] = field(default_factory=Counter)
     # Of ``streams``, those following tasks (``task_status``), which the SDK's handler does not count.
     task_streams: int = 0
 
@@ -111,8 +128,9 @@ class ListChanges:
         self._listening = asyncio.Event()
         self._listener: asyncio.Task[None] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
+        self.sinks: list[ChangeSink] = []
         if not postgres:
-            _LOCAL_HUBS.append(self)
+            local_listeners.append(self._heard_locally)
 
     async def listen(
         self, ctx: ServerRequestContext[Any, Any], params: SubscriptionsListenRequestParams
@@ -126,6 +144,7 @@ class ListChanges:
         task_ids = await self._task_ids(ctx, identity, params)
         tenant = self._tenants.setdefault(identity.tenant_id, _Tenant())
         tenant.streams += 1
+        tenant.users[identity.user_id] += 1
         try:
             runner = tool_task_runner()
             if task_ids is None or runner is None:
@@ -148,6 +167,9 @@ class ListChanges:
                 tenant.task_streams -= 1
         finally:
             tenant.streams -= 1
+            tenant.users[identity.user_id] -= 1
+            if tenant.users[identity.user_id] <= 0:
+                del tenant.users[identity.user_id]
             if tenant.streams == 0 and self._tenants.get(identity.tenant_id) is tenant:
                 del self._tenants[identity.tenant_id]
 
@@ -179,11 +201,56 @@ class ListChanges:
         """``toolsets`` changed for ``tenant_id``: tell its streams on this worker what that
         changes."""
         toolsets_cache_forget(tenant_id=tenant_id)
+        await self._publish(tenant_id, self.events(toolsets=toolsets), None)
+
+    async def change_received(self, change: Change) -> None:
+        """A logged change (``changes``), from whichever worker or trigger wrote it."""
+        if change.kind in (ChangeKind.TOOLSET, ChangeKind.UPSTREAM):
+            toolsets_cache_forget(tenant_id=change.tenant_id)
+        await self._publish(change.tenant_id, self.change_events(change), change)
+
+    def change_events(self, change: Change) -> tuple[ServerEvent, ...]:
+        if change.kind == ChangeKind.TOOLSET:
+            return self.events(toolsets=[change.toolset])
+        if change.kind == ChangeKind.UPSTREAM:
+            # An upstream server's tools, prompts and resources are served through a federating
+            # toolset: any of the three may have changed.
+            return ALL_EVENTS
+        if change.kind == ChangeKind.RESOURCES_LIST:
+            return (ResourcesListChanged(),)
+        if change.kind == ChangeKind.RESOURCE and change.uri:
+            return (ResourceUpdated(uri=change.uri),)
+        return ()
+
+    async def _publish(self, tenant_id: int, events: tuple[ServerEvent, ...], change: Change | None) -> None:
         tenant = self._tenants.get(tenant_id)
-        if tenant is None:
+        if tenant is not None:
+            for event in events:
+                await tenant.bus.publish(event)
+        if events:
+            logged = change or Change(id=None, tenant_id=tenant_id, kind="")
+            for sink in self.sinks:
+                await sink.changed(logged, events)
+
+    async def identity_received(self, payload: str) -> None:
+        """A ``NOTIFY`` on ``identity_cache``'s channel: ``{"kind": "user", "id": 7}``. A person's
+        role or membership changed: what they may list did too. And a stream lives only as long
+        as what authenticated it (``standalone_stream`` ends those resting on the change)."""
+        try:
+            change = json.loads(payload)
+            kind, key = change["kind"], change["id"]
+            if kind not in IDENTITY_KINDS or not isinstance(key, int | str) or isinstance(key, bool):
+                raise ValueError("wrong types")
+        except (ValueError, KeyError, TypeError, RecursionError):
+            logger.warning("Dropped a malformed identity notification: %r", payload[:200])
             return
-        for event in self.events(toolsets=toolsets):
-            await tenant.bus.publish(event)
+        if kind == "user" and isinstance(key, int):
+            for tenant in list(self._tenants.values()):
+                if key in tenant.users:
+                    for event in ALL_EVENTS:
+                        await tenant.bus.publish(event)
+        for sink in self.sinks:
+            await sink.identity_changed(kind=kind, key=key)
 
     def events(self, *, toolsets: Iterable[str]) -> tuple[ServerEvent, ...]:
         """The list changes that turning ``toolsets`` on or off makes (none for unknown names)."""
@@ -211,6 +278,13 @@ class ListChanges:
             for event in ALL_EVENTS:
                 await tenant.bus.publish(event)
         self.task_watchers.everything_changed()
+        for sink in self.sinks:
+            await sink.everything_changed()
+
+    async def ready(self) -> None:
+        """Listening (on PostgreSQL), so that nothing committed from now on goes unheard."""
+        self._loop = asyncio.get_running_loop()
+        await self._ready()
 
     async def _ready(self) -> None:
         if not self.postgres:
@@ -232,12 +306,15 @@ class ListChanges:
                 async with await psycopg.AsyncConnection.connect(**psycopg_connect_kwargs()) as conn:
                     await conn.execute(f"LISTEN {CHANNEL}")
                     await conn.execute(f"LISTEN {TASK_CHANNEL}")
+                    await conn.execute(f"LISTEN {IDENTITY_CHANNEL}")
                     self._listening.set()
                     if lost:
                         await self._everything_changed()
                     async for notify in conn.notifies():
                         if notify.channel == TASK_CHANNEL:
                             self.task_received(notify.payload)
+                        elif notify.channel == IDENTITY_CHANNEL:
+                            await self.identity_received(notify.payload)
                         else:
                             await self.received(notify.payload)
             except asyncio.CancelledError:
@@ -249,16 +326,32 @@ class ListChanges:
             await asyncio.sleep(LISTEN_RETRY_SECONDS)
 
     async def received(self, payload: str) -> None:
-        """A ``NOTIFY`` on ``CHANNEL``: ``{"tenant": <id>, "toolset": <name>}``."""
+        """A ``NOTIFY`` on ``CHANNEL``: a logged change (migration 0015), ``{"id": <id>, "tenant":
+        <id>, "kind": <ChangeKind>, "toolset": <name>, "uri": <uri, or null when too long to
+        carry>}``."""
         try:
             change = json.loads(payload)
-            tenant_id, toolset = change["tenant"], change["toolset"]
-            if not isinstance(tenant_id, int) or isinstance(tenant_id, bool) or not isinstance(toolset, str):
+            change_id, tenant_id, kind = change["id"], change["tenant"], change["kind"]
+            toolset, uri = change.get("toolset") or "", change.get("uri")
+            ints = (change_id, tenant_id)
+            if (
+                not all(isinstance(value, int) and not isinstance(value, bool) for value in ints)
+                or kind not in ChangeKind.values
+                or not isinstance(toolset, str)
+                or not isinstance(uri, str | None)
+            ):
                 raise ValueError("wrong types")
-        except (ValueError, KeyError, TypeError, RecursionError):
+        except (ValueError, KeyError, TypeError, AttributeError, RecursionError):
             logger.warning("Dropped a malformed change notification: %r", payload[:200])
             return
-        await self.changed(tenant_id=tenant_id, toolsets=[toolset])
+        if uri is None and kind == ChangeKind.RESOURCE:
+            logged = await db_call(change_get, change_id=change_id)
+            if logged is None:
+                return
+            uri = logged.uri
+        await self.change_received(
+            Change(id=change_id, tenant_id=tenant_id, kind=kind, toolset=toolset, uri=uri or "")
+        )
 
     def task_received(self, payload: str) -> None:
         """A ``NOTIFY`` on ``TASK_CHANNEL``: ``{"task": <id>, "tenant": <id>, "user": <id>}``."""
@@ -274,23 +367,17 @@ class ListChanges:
             return
         self.task_watchers.changed(task_id=task_id, tenant_id=tenant_id, user_id=user_id)
 
-    def _changed_soon(self, *, tenant_id: int, toolset: str) -> None:
-        """From any thread (a model signal): ``changed`` on this worker's event loop."""
+    def _heard_locally(self, change: Change) -> None:
+        """SQLite: a change committed in this process, from any thread (``changes``)."""
         loop = self._loop
         if loop is None or loop.is_closed():
             return
-        loop.call_soon_threadsafe(
-            lambda: loop.create_task(self.changed(tenant_id=tenant_id, toolsets=[toolset]))
-        )
-
-
-# SQLite only: the hubs a saved or deleted row is reported to (there is no NOTIFY).
-_LOCAL_HUBS: list[ListChanges] = []
+        loop.call_soon_threadsafe(lambda: loop.create_task(self.change_received(change)))
 
 
 def _row_changed(sender: Any, instance: TenantToolset, **kwargs: Any) -> None:
-    for hub in _LOCAL_HUBS:
-        hub._changed_soon(tenant_id=instance.tenant_id, toolset=instance.toolset)
+    """SQLite (no trigger): a toolset row saved or deleted is logged as the trigger would."""
+    change_record(tenant_id=instance.tenant_id, kind=ChangeKind.TOOLSET, toolset=instance.toolset)
 
 
 def list_changes_build(*, registry: Registry) -> ListChanges:

@@ -1,4 +1,5 @@
-"""The MCP endpoint's own metrics: ``gatehouse_mcp_sessions_active{tenant}``, read from the database
+"""The MCP endpoint's own metrics: ``gatehouse_mcp_streams_open`` (standalone GET streams, summed
+over the live processes), ``gatehouse_mcp_sessions_active{tenant}``, read from the database
 at each scrape (``McpSession`` rows not terminated and seen within ``MCP_SESSION_IDLE_SECONDS``), so it
 is right whichever process is asked and however many there are; and the tool names that may become
 label values of the product-wide counters (``core.metrics``). Installed once, when the app is ready.
@@ -13,6 +14,7 @@ from datetime import timedelta
 from django.db import DatabaseError
 from django.db.models import Count, Q
 from django.utils import timezone
+from prometheus_client import Gauge
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
@@ -22,6 +24,12 @@ from core.metrics import metrics_collector_register, metrics_tool_names_set
 from mcp_gateway.registry import default_registry
 
 logger = logging.getLogger(__name__)
+
+STREAMS_OPEN = Gauge(
+    "gatehouse_mcp_streams_open",
+    "Standalone GET /mcp streams open (handshake-era sessions' notifications).",
+    multiprocess_mode="livesum",
+)
 
 
 class ActiveSessionsCollector(Collector):

@@ -83,3 +83,56 @@ class RelayedMessage(models.Model):
 
     def __str__(self) -> str:
         return f"relayed message {self.pk}"
+
+
+class ChangeKind(models.TextChoices):
+    TOOLSET = "toolset", "A toolset turned on or off"
+    UPSTREAM = "upstream", "An upstream server's lists changed"
+    RESOURCE = "resource", "A resource's content changed"
+    RESOURCES_LIST = "resources_list", "The list of resources changed"
+
+
+# A client's resumption (``Last-Event-ID``) reaches this far back; older changes are purged.
+CHANGE_LOG_KEEP_HOURS = 24
+# Kept to the length a resource URI is allowed in a subscription (``resource_subscriptions``).
+RESOURCE_URI_MAX_LENGTH = 2000
+
+
+class ChangeEvent(models.Model):
+    """One change a tenant's clients are told of, in the order it was written.
+
+    Its id is the SSE event id on the standalone stream, so a client that reconnects with
+    ``Last-Event-ID`` (to any worker) hears what it missed. Written by triggers (toolsets) and by
+    ``changes.change_record``; a trigger on this table sends the ``NOTIFY`` (migration 0014). The
+    tenant is a plain id, not a foreign key: a tenant's deletion writes changes of its own rows.
+    """
+
+    id = models.BigAutoField(primary_key=True)
+    tenant_id = models.BigIntegerField()
+    kind = models.CharField(max_length=20, choices=ChangeKind.choices)
+    toolset = models.CharField(max_length=100, blank=True)
+    uri = models.CharField(max_length=RESOURCE_URI_MAX_LENGTH, blank=True)
+    created = models.DateTimeField(auto_now_add=True, db_index=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["tenant_id", "id"], name="change_event_tenant_id")]
+
+    def __str__(self) -> str:
+        return f"change {self.pk}: {self.kind} for tenant {self.tenant_id}"
+
+
+class ResourceSubscription(models.Model):
+    """A handshake-era session's ``resources/subscribe``: its standalone stream hears
+    ``notifications/resources/updated`` for this URI, whichever worker holds the stream."""
+
+    session = models.ForeignKey(McpSession, on_delete=models.CASCADE, related_name="resource_subscriptions")
+    uri = models.CharField(max_length=RESOURCE_URI_MAX_LENGTH)
+    created = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["session", "uri"], name="resource_subscription_unique")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.uri} for session {self.session_id[:12]}…"

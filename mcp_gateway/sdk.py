@@ -34,13 +34,14 @@ One more function uses public names only but copies SDK behaviour, so it is re-c
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
 from mcp.client.session import ClientSession
 from mcp.server._otel import OpenTelemetryMiddleware
 from mcp.server.context import ServerRequestContext
-from mcp.server.lowlevel.server import Server
+from mcp.server.lowlevel.server import NotificationOptions, Server
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.resources.templates import DEFAULT_RESOURCE_SECURITY
 from mcp.shared.uri_template import UriTemplate
@@ -63,6 +64,19 @@ def server_lowlevel(*, server: MCPServer) -> Server[Any]:
     """The low-level ``Server`` inside ``server``: the kernel ``exchange`` serves handshake-era
     requests on (``mcp.server.runner.serve_one`` takes a low-level server, not an ``MCPServer``)."""
     return server._lowlevel_server
+
+
+def server_announce_list_changes(*, server: MCPServer) -> None:
+    """Declare ``listChanged`` for tools, prompts and resources to handshake-era clients (they hear
+    them on the standalone GET stream). ``serve_one`` builds the ``initialize`` result from
+    ``create_initialization_options()`` with no ``NotificationOptions``, which declares none, and
+    offers no parameter: the server's own method is given them. 2026-07-28 derives the flags from
+    ``subscriptions/listen`` being served, whatever these say."""
+    lowlevel = server_lowlevel(server=server)
+    lowlevel.create_initialization_options = functools.partial(  # type: ignore[method-assign]
+        lowlevel.create_initialization_options,
+        NotificationOptions(prompts_changed=True, resources_changed=True, tools_changed=True),
+    )
 
 
 def server_add_request_handler(

@@ -20,12 +20,15 @@ from mcp.client.session import ClientSession
 from mcp.server.context import ServerRequestContext
 from mcp.shared.exceptions import MCPError
 
+from core.db import db_call
 from core.errors import InvalidInput, NotFound, UpstreamUnavailable
 from core.identity import Identity
 from mcp_gateway.audit_trail import audit_note
+from mcp_gateway.changes import change_record
 from mcp_gateway.federation import FederatedItem, Kind
+from mcp_gateway.models import ChangeKind
 from upstreams.catalog import Catalog, Published
-from upstreams.config import ConfigKey, UpstreamConfig
+from upstreams.config import UpstreamConfig
 from upstreams.downstream import ForwardedCall
 from upstreams.metrics import metrics_upstream_call
 from upstreams.pool import UpstreamPool, error_describe, session_was_gone
@@ -48,9 +51,23 @@ class _LoopState:
     def __init__(self, federation: UpstreamFederation) -> None:
         self.pool = UpstreamPool(on_list_changed=self._list_changed)
         self.catalog = Catalog(pool=self.pool, federation=federation)
+        self._announcing: set[asyncio.Task[None]] = set()
 
-    def _list_changed(self, key: ConfigKey) -> None:
-        self.catalog.forget(key)
+    def _list_changed(self, config: UpstreamConfig) -> None:
+        """The upstream said its tools, prompts or resources changed: drop this worker's copy, and
+        log the change, so every worker's streams of the tenant tell their clients."""
+        self.catalog.forget(config.key)
+        task = asyncio.get_running_loop().create_task(_announce(config))
+        self._announcing.add(task)
+        task.add_done_callback(self._announcing.discard)
+
+
+async def _announce(config: UpstreamConfig) -> None:
+    try:
+        await db_call(change_record, tenant_id=config.tenant_id, kind=ChangeKind.UPSTREAM)
+    except Exception:
+        # The copy is dropped all the same; only the clients' notification is lost.
+        logger.exception("Could not log the list change of upstream %s", config.name)
 
 
 class UpstreamFederation:

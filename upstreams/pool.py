@@ -44,7 +44,7 @@ from pydantic import ValidationError
 
 from core.conf import gatehouse_settings
 from mcp_gateway.sdk import client_session_closed
-from upstreams.config import ConfigKey, UpstreamConfig
+from upstreams.config import UpstreamConfig
 from upstreams.transports import upstream_streams
 
 logger = logging.getLogger(__name__)
@@ -128,7 +128,7 @@ class PooledSession:
 
 
 class UpstreamPool:
-    def __init__(self, *, on_list_changed: Callable[[ConfigKey], None]) -> None:
+    def __init__(self, *, on_list_changed: Callable[[UpstreamConfig], None]) -> None:
         self._on_list_changed = on_list_changed
         self._idle: dict[tuple[Any, ...], list[PooledSession]] = {}
         self._open: dict[tuple[Any, ...], int] = {}
@@ -262,7 +262,7 @@ class UpstreamPool:
                 message,
                 ToolListChangedNotification | ResourceListChangedNotification | PromptListChangedNotification,
             ):
-                self._on_list_changed(config.key)
+                self._on_list_changed(config)
 
         return handle
 

@@ -5,14 +5,14 @@ it. Gatehouse keeps what a session is (who opened it, with which client, capabil
 protocol version, and whether it is still alive) in PostgreSQL, and serves each POST on its own
 (``exchange``). Server-to-client requests ride the response of the request they belong to, and the
 client's answer reaches the waiting worker through the relay (``relay``). There is no standalone
-GET stream: notifications outside a request are not offered. 2026-07-28 requests carry their own
-envelope and need no session at all.
+A session's standalone ``GET`` stream (``standalone_stream``) carries the notifications outside
+any request. 2026-07-28 requests carry their own envelope and need no session at all.
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.utils import timezone
 from mcp_types import InitializeRequestParams
@@ -45,13 +45,16 @@ from mcp_gateway.sessions import (
     session_touch,
 )
 
+if TYPE_CHECKING:
+    from mcp_gateway.standalone_stream import StandaloneStreams
+
 SESSION_HEADER = b"mcp-session-id"
 
 SESSION_REQUIRED = "Bad Request: Missing session ID"
 SESSION_NOT_FOUND = "Session not found"
 REFUSED_UNKNOWN = "No live session of this caller has this id (unknown, ended, or another's)."
 REFUSED_IDLE = "The session was idle past its lifetime and has ended."
-NO_STREAM = "This server offers no standalone SSE stream; notifications arrive on each request's response."
+METHOD_NOT_ALLOWED = "Method not allowed: /mcp takes POST, GET (the session's stream) and DELETE."
 
 
 def _is_initialize(message: Any) -> bool:
@@ -61,8 +64,9 @@ def _is_initialize(message: Any) -> bool:
 class McpSessionMiddleware:
     """Handshake-era requests only: the endpoint routes 2026-07-28 ones elsewhere first."""
 
-    def __init__(self, app: ASGIApp) -> None:
+    def __init__(self, app: ASGIApp, *, streams: StandaloneStreams | None = None) -> None:
         self.app = app
+        self.streams = streams
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         identity: Identity = scope[IDENTITY_KEY]
@@ -101,12 +105,19 @@ class McpSessionMiddleware:
             await db_call(session_terminate, session_id=session.id, reason=TerminationReason.CLIENT)
             # Every worker hears of it (identity_cache); this one need not wait for that.
             identity_cache.forget(("session", session.id))
+            if self.streams is not None:
+                self.streams.end_session(session.id)
             await send({"type": "http.response.start", "status": 204, "headers": []})
             await send({"type": "http.response.body", "body": b""})
             return
+        if method == "GET" and self.streams is not None:
+            narrowed = _narrowed(identity, session.scopes)
+            await self.streams.serve(scope, receive, send, session=session, identity=narrowed)
+            return
         if method != "POST":
+            allow = b"GET, POST, DELETE" if self.streams is not None else b"POST, DELETE"
             await jsonrpc_error(
-                send, status=405, code=-32600, message=NO_STREAM, headers=[(b"allow", b"POST, DELETE")]
+                send, status=405, code=-32600, message=METHOD_NOT_ALLOWED, headers=[(b"allow", allow)]
             )
             return
         # The exchange speaks the session's negotiated version, whatever header (if any, as with

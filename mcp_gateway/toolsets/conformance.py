@@ -21,21 +21,17 @@ from mcp_types import (
     ContentBlock,
     ElicitResult,
     EmbeddedResource,
-    EmptyResult,
     ImageContent,
     PromptReference,
     ResourceTemplateReference,
-    SubscribeRequestParams,
     TextContent,
     TextResourceContents,
-    UnsubscribeRequestParams,
 )
 
 from accounts.scopes import SCOPE_READ
 from mcp_gateway.client_log import client_log
 from mcp_gateway.client_requests import client_elicit, client_sample
 from mcp_gateway.registry import Toolset, resource_prefix, tool
-from mcp_gateway.sdk import server_add_request_handler
 from mcp_gateway.toolsets import (
     conformance_headers,
     conformance_mrtr,
@@ -267,21 +263,7 @@ def install(server: MCPServer) -> None:
     ) -> Completion:
         return Completion(values=[], total=0, has_more=False)
 
-    async def subscribe(ctx: Any, params: SubscribeRequestParams) -> EmptyResult:
-        return EmptyResult()
-
-    async def unsubscribe(ctx: Any, params: UnsubscribeRequestParams) -> EmptyResult:
-        return EmptyResult()
-
-    server_add_request_handler(
-        server=server, method="resources/subscribe", params_type=SubscribeRequestParams, handler=subscribe
-    )
-    server_add_request_handler(
-        server=server,
-        method="resources/unsubscribe",
-        params_type=UnsubscribeRequestParams,
-        handler=unsubscribe,
-    )
+    # resources/subscribe and unsubscribe are the endpoint's own (``resource_subscriptions``).
     for part in _PARTS:
         part.install(server)
 

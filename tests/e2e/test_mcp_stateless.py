@@ -17,9 +17,11 @@ import httpx
 import pytest
 
 from accounts.models import Role
+from data_agent.models import Ontology, OntologyStatus
+from data_agent.resources import ONTOLOGY_URI
 from mcp_gateway.models import TenantToolset
 from tests.e2e.raw_mcp import MCP_HEADERS
-from tests.factories import AccessTokenFactory, MembershipFactory
+from tests.factories import AccessTokenFactory, MembershipFactory, OntologyFactory
 
 pytestmark = pytest.mark.django_db
 
@@ -388,3 +390,19 @@ async def test_the_2020_12_fixture_is_called_against_its_published_schema(server
     else:
         assert response.status_code == 400, response.text
         assert message["error"]["code"] == -32602
+
+
+async def test_an_ontology_edited_elsewhere_reaches_a_listen_stream_subscribed_to_it(
+    server, caller, committed
+):
+    alice = caller(toolsets=["data_agent"], scope="mcp:read ontologies:read")
+    ontology = committed(OntologyFactory, tenant=alice.tenant, status=OntologyStatus.READY)
+    uri = ONTOLOGY_URI.format(id=ontology.pk)
+    other = committed(OntologyFactory, tenant=alice.tenant, status=OntologyStatus.READY)
+    async with alice.listen(server.mcp_url, {"resourceSubscriptions": [uri]}) as stream:
+        await stream.acknowledged()
+        committed(lambda: Ontology.objects.get(pk=other.pk).save())  # not subscribed: not heard
+        committed(lambda: Ontology.objects.get(pk=ontology.pk).save())
+        updated = await stream.next()
+    assert updated["method"] == "notifications/resources/updated"
+    assert updated["params"]["uri"] == uri
