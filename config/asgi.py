@@ -18,6 +18,7 @@ from django.urls import re_path  # noqa: E402
 from starlette.types import Receive, Scope, Send  # noqa: E402
 
 from config.daphne_http import daphne_form_parsing_off  # noqa: E402
+from core.cors import CorsAsgiMiddleware  # noqa: E402
 from core.host_header import SingleHostMiddleware  # noqa: E402
 from core.ratelimit_processes import rate_limit_processes_check  # noqa: E402
 from core.request_context import RequestContextMiddleware  # noqa: E402
@@ -46,8 +47,10 @@ router = ProtocolTypeRouter(
         "lifespan": lifespan,
         "http": URLRouter(
             [
-                # Channels reuses Django's re_path for ASGI apps; the stubs only know views.
-                re_path(r"^mcp/?$", mcp_app_build()),  # type: ignore[arg-type]
+                # Channels reuses Django's re_path for ASGI apps; the stubs only know views. Django's
+                # CORS middleware never sees /mcp: the same policy is applied here, outermost, so
+                # preflights are answered before authentication and every answer carries it.
+                re_path(r"^mcp/?$", CorsAsgiMiddleware(mcp_app_build())),  # type: ignore[arg-type]
                 re_path(r"", django_asgi_app),  # type: ignore[arg-type]
             ]
         ),

@@ -21,6 +21,7 @@ from core.env import (
     env_list,
     env_optional,
     env_origin,
+    env_origin_list,
     env_rate,
     env_str,
     env_uri_schemes,
@@ -74,6 +75,42 @@ if _public_host not in ALLOWED_HOSTS:
     ALLOWED_HOSTS.append(_public_host)
 CSRF_TRUSTED_ORIGINS = [PUBLIC_URL]
 
+# Browser clients on other origins (the MCP Inspector, a web app), through django-cors-headers:
+# one policy for the OAuth endpoints a client fetches and, by core.cors, for /mcp, whose Origin
+# check asks the same question. Allowed: PUBLIC_URL and the operator's MCP_ALLOWED_ORIGINS (and,
+# on a loopback PUBLIC_URL, any loopback origin: core.cors); discovery documents, which are public,
+# from any origin. Never on the login, consent or admin pages: a browser navigates to those.
+CORS_ALLOWED_ORIGINS = [PUBLIC_URL, *env_origin_list("MCP_ALLOWED_ORIGINS", default=[])]
+PUBLIC_DOCUMENT_URLS_REGEX = r"^/(?:.+/)?\.well-known/"
+CORS_URLS_REGEX = rf"^/(?:mcp/?$|oauth/(?:token|revoke|register)/)|{PUBLIC_DOCUMENT_URLS_REGEX}"
+# Bearer tokens, never cookies: no answer allows credentials, which is also what lets "*" below
+# stand for any request header (Fetch), as the Mcp-Param-<Name> headers a tool's schema names
+# must; Authorization is the one header "*" does not cover, so it is named.
+CORS_ALLOW_CREDENTIALS = False
+CORS_ALLOW_HEADERS = [
+    "accept",
+    "authorization",
+    "content-type",
+    "last-event-id",
+    "mcp-method",
+    "mcp-name",
+    "mcp-protocol-version",
+    "mcp-session-id",
+    "*",
+]
+# PUT: a client updating its own registration (RFC 7592); DELETE: that, or ending an MCP session.
+CORS_ALLOW_METHODS = ["DELETE", "GET", "OPTIONS", "POST", "PUT"]
+# What a page may read beyond the safelisted headers: the session id to send back, the protocol
+# version, the challenge of a 401 (naming the metadata to discover from), when to retry, and the
+# request id to quote in a bug report.
+CORS_EXPOSE_HEADERS = [
+    "Mcp-Session-Id",
+    "Mcp-Protocol-Version",
+    "WWW-Authenticate",
+    "Retry-After",
+    "X-Request-Id",
+]
+
 INSTALLED_APPS = [
     "daphne",
     # Django's admin under Gatehouse's name, the OAuth models in one section (config/admin_site.py).
@@ -84,6 +121,8 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "oauth2_provider",
+    # CORS for browser clients (CORS_* below; core.cors).
+    "corsheaders",
     # The REST API's library; installed so its docs page serves the Swagger UI it ships, never a CDN's.
     "ninja",
     "core",
@@ -110,6 +149,9 @@ MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     # Content-Security-Policy on every response (CONTENT_SECURITY_POLICY below).
     "core.csp.ContentSecurityPolicyMiddleware",
+    # Before anything that answers on its own (WhiteNoise, CommonMiddleware), so a preflight is
+    # answered here; after the two above, so that answer carries their headers too.
+    "corsheaders.middleware.CorsMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -344,7 +386,6 @@ GATEHOUSE: dict[str, Any] = {
             "research.toolset",
         ],
     ),
-    "MCP_ALLOWED_ORIGINS": env_list("MCP_ALLOWED_ORIGINS", default=[]),
     # An MCP session idle this long answers 404 and the client initializes a new one.
     "MCP_SESSION_IDLE_SECONDS": env_int("MCP_SESSION_IDLE_SECONDS", default=3600, minimum=1),
     # Ended sessions stay visible to operators this long before the purge deletes them.

@@ -108,7 +108,6 @@ class GatehouseSettings:
 
     # The MCP endpoint (mcp_gateway)
     GATEHOUSE_TOOLSETS = _Setting(_str_list)
-    MCP_ALLOWED_ORIGINS = _Setting(_str_list)
     MCP_SESSION_IDLE_SECONDS = _Setting(_int)
     MCP_SESSION_RETENTION_SECONDS = _Setting(_int)
     MCP_SESSION_PURGE_INTERVAL_SECONDS = _Setting(_int)

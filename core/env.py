@@ -99,9 +99,24 @@ def env_uri_schemes(name: str, *, default: list[str]) -> list[str]:
 
 def env_origin(name: str, *, default: str) -> str:
     """An absolute http(s) origin such as ``https://mcp.example.com`` (no path, query or fragment)."""
-    value = env_str(name, default=default).rstrip("/")
-    parts = urlsplit(value)
-    if parts.scheme not in {"http", "https"} or not parts.hostname:
+    return _origin(name, env_str(name, default=default))
+
+
+def env_origin_list(name: str, *, default: list[str]) -> list[str]:
+    """Comma-separated origins, each as ``env_origin`` reads one. No wildcard: a list of origins
+    that everyone may use is no list."""
+    # Lower case, as browsers serialize an origin, so that a host written in capitals still matches.
+    return [_origin(name, value).lower() for value in env_list(name, default=default)]
+
+
+def _origin(name: str, value: str) -> str:
+    value = value.rstrip("/")
+    try:
+        parts = urlsplit(value)
+        hostname, _port = parts.hostname, parts.port
+    except ValueError as exc:
+        raise ImproperlyConfigured(f"{name}: {value!r} is not a URL ({exc}).") from exc
+    if parts.scheme not in {"http", "https"} or not hostname:
         raise ImproperlyConfigured(f"{name}={value!r} must be an absolute http(s) URL.")
     if parts.path or parts.query or parts.fragment or parts.username or parts.password:
         raise ImproperlyConfigured(f"{name}={value!r} must be an origin only (scheme, host and port).")

@@ -9,6 +9,9 @@ REST API; and ``…/oauth-authorization-server/mcp``, which clients that take th
 issuer probe.
 Gatehouse is not an OpenID provider, so ``/.well-known/openid-configuration`` in each of its forms,
 and any other well-known path, answers a JSON 404: never the login page or an HTML error page.
+
+Browser clients read all of these from any origin, the 404s too, preflights included: the CORS
+policy (``core.cors``) treats everything under ``/.well-known/`` as public.
 """
 
 from __future__ import annotations
@@ -28,10 +31,7 @@ DISCOVERY_NOT_FOUND = "No discovery document here; see /.well-known/oauth-author
 # Exempt so that a probe with any method gets this answer rather than a CSRF refusal page.
 @csrf_exempt
 def discovery_not_found(request: HttpRequest, *args: object, **kwargs: object) -> JsonResponse:
-    response = JsonResponse({"error": "not_found", "error_description": DISCOVERY_NOT_FOUND}, status=404)
-    # Browser-based clients probe cross-origin, as DOT's documents allow.
-    response["Access-Control-Allow-Origin"] = "*"
-    return response
+    return JsonResponse({"error": "not_found", "error_description": DISCOVERY_NOT_FOUND}, status=404)
 
 
 class ApiResourceMetadataView(oauth2_views.OAuthProtectedResourceMetadataView):

@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 
-from core.env import env_bool, env_int, env_list, env_origin, env_str
+from core.env import env_bool, env_int, env_list, env_origin, env_origin_list, env_str
 
 
 def test_it_reads_booleans_strictly(monkeypatch):
@@ -68,3 +68,22 @@ def test_it_accepts_only_origins_as_the_public_url(monkeypatch, value):
 def test_it_normalises_a_trailing_slash_on_the_public_url(monkeypatch):
     monkeypatch.setenv("PUBLIC_URL", "https://mcp.example.com/")
     assert env_origin("PUBLIC_URL", default="http://x") == "https://mcp.example.com"
+
+
+def test_allowed_origins_are_read_as_origins_in_lower_case(monkeypatch):
+    monkeypatch.setenv("MCP_ALLOWED_ORIGINS", "https://Inspector.Example, http://localhost:6274/")
+    assert env_origin_list("MCP_ALLOWED_ORIGINS", default=[]) == [
+        "https://inspector.example",
+        "http://localhost:6274",
+    ]
+
+
+@pytest.mark.parametrize(
+    "value",
+    ["*", "null", "inspector.example", "https://a.example/path", "https://[::1", "https://a.example:99999"],
+)
+def test_an_allowed_origin_that_is_no_origin_stops_the_start(monkeypatch, value):
+    # "inspector.example" has no scheme: compared by scheme and host, it would match "null".
+    monkeypatch.setenv("MCP_ALLOWED_ORIGINS", f"https://ok.example,{value}")
+    with pytest.raises(ImproperlyConfigured):
+        env_origin_list("MCP_ALLOWED_ORIGINS", default=[])

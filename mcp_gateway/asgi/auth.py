@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable
-from urllib.parse import urlsplit
 
 from django.conf import settings
 from django.db import DatabaseError
@@ -18,10 +17,9 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from accounts.scopes import scope_definitions
 from core.asgi_http import request_header, send_json
-from core.conf import gatehouse_settings
+from core.cors import origin_allowed
 from core.errors import AuthenticationFailed
 from core.identity import Identity
-from core.loopback import is_loopback_host
 from core.models import AuditAction
 from mcp_gateway.asgi.refusals import edge_audit
 from mcp_gateway.asgi.scope_keys import IDENTITY_KEY, LIVE_SESSION_KEY
@@ -62,15 +60,6 @@ def www_authenticate(
     return "Bearer " + ", ".join(parts)
 
 
-def _origin_allowed(origin: str) -> bool:
-    origin = origin.rstrip("/")
-    if origin in {settings.PUBLIC_URL, *gatehouse_settings.MCP_ALLOWED_ORIGINS}:
-        return True
-    # A server on loopback is a developer's: any loopback origin is as local as it is.
-    public_host, origin_host = urlsplit(settings.PUBLIC_URL).hostname, urlsplit(origin).hostname
-    return all(is_loopback_host(host, allow_localhost_name=True) for host in (public_host, origin_host))
-
-
 class McpAuthMiddleware:
     """Authenticates every request to the MCP endpoint before the SDK transport sees it.
 
@@ -97,8 +86,9 @@ class McpAuthMiddleware:
             )
             await send_json(send, status=421, body={"error": "invalid_host", "error_description": BAD_HOST})
             return
+        # The CORS policy's own answer (core.cors): the origins whose pages may read the answers.
         origin = request_header(scope, b"origin")
-        if origin is not None and not _origin_allowed(origin):
+        if origin is not None and not origin_allowed(origin):
             await edge_audit(
                 action=AuditAction.REQUEST_REFUSED,
                 target="origin",
