@@ -90,8 +90,8 @@ migrations: $(VENV)/.installed-dev
 	SECRET_KEY=test-only-secret DATABASE_URL=$${DATABASE_URL:-$(TEST_DATABASE_URL)} \
 	$(PY) -W ignore::RuntimeWarning manage.py makemigrations --check --dry-run
 
-pytest: $(VENV)/.installed-dev browsers
-	SECRET_KEY=test-only-secret DATABASE_URL=$${DATABASE_URL:-$(TEST_DATABASE_URL)} CHROMIUM_PATH=$(CHROMIUM_PATH) \
+pytest: $(VENV)/.installed-dev browsers nginx
+	SECRET_KEY=test-only-secret DATABASE_URL=$${DATABASE_URL:-$(TEST_DATABASE_URL)} CHROMIUM_PATH=$(CHROMIUM_PATH) NGINX_PATH=$(NGINX_PATH) \
 	$(VENV)/bin/pytest $(PYTEST_ARGS)
 
 test: lint typecheck migrations pytest

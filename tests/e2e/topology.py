@@ -117,6 +117,9 @@ class Nginx:
         return self.directory / "access.log"
 
     def start(self) -> None:
+        if not os.access(self.binary, os.X_OK):
+            # Never a skip: the topology is part of the suite (make nginx installs it).
+            raise RuntimeError(f"nginx is missing at {self.binary}: `make nginx` installs Debian's.")
         self.directory.mkdir(parents=True, exist_ok=True)
         conf = self.directory / "nginx.conf"
         conf.write_text(
