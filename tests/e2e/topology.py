@@ -1,8 +1,9 @@
 """Several workers on this machine, as plain processes, and the scenario run through them
 (docs/topology.md).
 
-nginx (Debian's binary, unprivileged, in the foreground, with a generated config whose ``location /``
-includes ``platform/nginx/gatehouse-proxy.conf``) balances round-robin over three Daphne workers;
+nginx (Debian's binary, needing no privilege, in the foreground, with a generated config whose
+``location /`` includes ``platform/nginx/gatehouse-proxy.conf``) balances round-robin over three
+Daphne workers;
 beside them runs the jobs worker. All share one PostgreSQL database, one Redis database (the rate
 limits) and one ``PROMETHEUS_MULTIPROC_DIR``, as the processes of one machine would, so one scrape
 of ``/metrics`` through any worker sums them all. ``PUBLIC_URL`` is nginx's address.
