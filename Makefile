@@ -6,8 +6,9 @@ PY := $(VENV)/bin/python
 PORT ?= 8000
 TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/gatehouse
 CHROMIUM_PATH ?= /usr/bin/chromium
+NGINX_PATH ?= /usr/sbin/nginx
 
-.PHONY: install browsers run test lint typecheck migrations pytest clean
+.PHONY: install browsers nginx topology run test lint typecheck migrations pytest clean
 
 # Two stamps, both remade when pyproject.toml changes. `make run` installs only what the product
 # needs (a 545 MB virtualenv, litellm the most of it); the dev extras (pytest, playwright, mypy,
@@ -61,6 +62,27 @@ browsers:
 	fi || true
 	@test -x "$(CHROMIUM_PATH)" || { echo "Chromium is missing at $(CHROMIUM_PATH); install Debian's chromium or set CHROMIUM_PATH." >&2; exit 1; }
 
+# `make topology` puts Debian's nginx in front of three Daphne workers; only its binary is used (the
+# package's own service, if the machine starts services, is left as Debian sets it up). Installed
+# here when missing (root, or sudo), else a loud failure.
+nginx:
+	@if [ ! -x "$(NGINX_PATH)" ]; then \
+	  echo "Installing Debian's nginx for make topology (apt-get)"; \
+	  if [ "$$(id -u)" = 0 ]; then sudo=; else sudo=sudo; fi; \
+	  $$sudo env DEBIAN_FRONTEND=noninteractive apt-get update -qq && \
+	  $$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+	    nginx >/dev/null; \
+	fi || true
+	@test -x "$(NGINX_PATH)" || { echo "nginx is missing at $(NGINX_PATH); install Debian's nginx or set NGINX_PATH." >&2; exit 1; }
+
+# Several workers on this machine, as plain processes (docs/topology.md): nginx round-robin over three
+# Daphne workers sharing one PostgreSQL database (a fresh gatehouse_topology), Redis (db 11, emptied)
+# and one metrics directory, and the jobs worker; the official SDK client runs the scenario through
+# nginx (OAuth, calls, elicitation, progress, cancellation, a worker SIGKILLed mid-run, a shared rate
+# limit, /metrics and the audit trail), prints its figures and stops everything, on Ctrl-C too.
+topology: $(VENV)/.installed-dev nginx
+	NGINX_PATH=$(NGINX_PATH) $(PY) -m tests.e2e.topology
+
 # A model change without its migration fails here, before any test runs.
 # Models against migrations only; the database need not exist (a fresh machine has only what pytest
 # creates), so Django's warning that it could not read the applied history is beside the point here.
@@ -68,8 +90,8 @@ migrations: $(VENV)/.installed-dev
 	SECRET_KEY=test-only-secret DATABASE_URL=$${DATABASE_URL:-$(TEST_DATABASE_URL)} \
 	$(PY) -W ignore::RuntimeWarning manage.py makemigrations --check --dry-run
 
-pytest: $(VENV)/.installed-dev browsers
-	SECRET_KEY=test-only-secret DATABASE_URL=$${DATABASE_URL:-$(TEST_DATABASE_URL)} CHROMIUM_PATH=$(CHROMIUM_PATH) \
+pytest: $(VENV)/.installed-dev browsers nginx
+	SECRET_KEY=test-only-secret DATABASE_URL=$${DATABASE_URL:-$(TEST_DATABASE_URL)} CHROMIUM_PATH=$(CHROMIUM_PATH) NGINX_PATH=$(NGINX_PATH) \
 	$(VENV)/bin/pytest $(PYTEST_ARGS)
 
 test: lint typecheck migrations pytest
