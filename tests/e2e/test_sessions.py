@@ -126,13 +126,16 @@ async def test_an_unknown_session_id_answers_404(server, alice):
     assert response.status_code == 404
 
 
-async def test_there_is_no_standalone_stream_to_open(server, alice):
+async def test_a_session_opens_its_standalone_stream_and_other_methods_are_refused(server, alice):
+    """The stream itself is tested in test_mcp_standalone_stream; here, that GET opens one."""
     session_id = await alice.initialize(server.mcp_url)
-    response = await alice.http.get(
-        server.mcp_url, headers=alice.headers(session_id, accept="text/event-stream")
-    )
-    assert response.status_code == 405
-    assert response.headers["allow"] == "POST, DELETE"
+    headers = alice.headers(session_id, accept="text/event-stream")
+    async with alice.http.stream("GET", server.mcp_url, headers=headers) as response:
+        assert response.status_code == 200
+        assert response.headers["content-type"].startswith("text/event-stream")
+    patched = await alice.http.patch(server.mcp_url, headers=alice.headers(session_id), content=b"{}")
+    assert patched.status_code == 405
+    assert patched.headers["allow"] == "GET, POST, DELETE"
 
 
 async def test_another_supported_protocol_version_header_is_tolerated(server, alice):
