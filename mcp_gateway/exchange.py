@@ -129,6 +129,7 @@ class HandshakeEraApp:
         params: Mapping[str, Any] | None = message.get("params")
         request_id: RequestId = message["id"]
         stream = ResponseStream(send)
+        stream.hold = method == "initialize"
         channel = RequestChannel(
             request=Request(scope),
             request_id=request_id,

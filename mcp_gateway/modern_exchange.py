@@ -54,7 +54,7 @@ from starlette.types import Receive, Scope, Send
 
 from core.asgi_http import send_json
 from mcp_gateway.asgi.scope_keys import MESSAGE_KEY
-from mcp_gateway.response_stream import RequestChannel, ResponseStream, client_watch
+from mcp_gateway.response_stream import PING_SECONDS, RequestChannel, ResponseStream, client_watch
 
 logger = logging.getLogger(__name__)
 
@@ -159,6 +159,9 @@ class ModernEraApp:
             verdict.protocol_version, verdict.client_info, verdict.client_capabilities
         )
         stream = ResponseStream(send)
+        # Its HTTP status follows its answer (400 for -32021, 403 for a step-up): started only when
+        # a proxy would otherwise cut it.
+        stream.first_ping_seconds = PING_SECONDS
         channel = RequestChannel(
             request=request,
             request_id=call.id,

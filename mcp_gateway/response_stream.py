@@ -32,6 +32,12 @@ from mcp_gateway.jsonrpc_errors import as_mcp_error
 from mcp_gateway.relay import LocalRelay
 
 PING_SECONDS = 15.0
+# A quiet response's first ping, which starts it (as SSE). Early, because a client may hold other
+# requests until this one's response starts: the official SDK's OAuth client keeps a lock from
+# sending a request until its response's headers arrive, so a long quiet call would otherwise hold
+# back the client's other calls, its answers to elicitation and its own cancellation for 15 s.
+# Calls answered sooner stay plain JSON.
+FIRST_PING_SECONDS = 1.0
 # The watch starts this long after the work does. Most calls are answered well before: they pay a
 # timer instead of a task (about 19 µs a request, measured). A client that leaves sooner is still
 # seen: its disconnect waits in the server's queue for the watch's first receive().
@@ -61,11 +67,17 @@ class ResponseStream:
         self.headers: list[tuple[bytes, bytes]] = []
         self.committed = False
         self.closed = False
+        # Not started by a ping: a response whose headers are only known at the end (initialize's
+        # session id) waits for its answer.
+        self.hold = False
+        self.first_ping_seconds = FIRST_PING_SECONDS
 
     async def event(self, message: Mapping[str, Any]) -> None:
         await self._write(_sse_event(message))
 
     async def ping(self) -> None:
+        if self.hold and not self.committed:
+            return
         await self._write(b": ping\n\n")
 
     async def _write(self, chunk: bytes) -> None:
@@ -229,7 +241,7 @@ async def _watch(receive: Receive, stream: ResponseStream, cancel: Callable[[], 
         task.add_done_callback(pings.discard)
         pinger = loop.call_later(PING_SECONDS, ping)
 
-    pinger = loop.call_later(PING_SECONDS, ping)
+    pinger = loop.call_later(max(stream.first_ping_seconds - WATCH_AFTER_SECONDS, 0.0), ping)
     try:
         while True:
             event: Message = await receive()

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from core.models import AuditAction
-from mcp_gateway.response_stream import PING_SECONDS
+from mcp_gateway.response_stream import FIRST_PING_SECONDS
 
 TENANT = "acme"
 # Limited for this scenario by an operator's rule (the admin's Rate limit rules), per person and
@@ -29,13 +29,15 @@ PROGRESS_STEPS = [0.0, 50.0, 100.0]
 LONG_CALL_SECONDS = 40.0
 # A call that has sent nothing yet holds the SDK client's OAuth lock (OAuthClientProvider keeps it
 # from sending a request until that request's response starts), so the client's cancellation can
-# only go out once Gatehouse's first keep-alive ping has started the response (docs/topology.md).
-CANCEL_AFTER_SECONDS = PING_SECONDS + 1.5
+# only go out once Gatehouse's first ping has started the response, a second in (docs/topology.md).
+CANCEL_AFTER_SECONDS = FIRST_PING_SECONDS + 1.5
 # Calls in flight at the kill: each waits for its elicitation's answer, which the client holds back
 # until after the kill (an elicitation starts the response at once, so they are all in flight).
 IN_FLIGHT_CALLS = 9
 KILL_AFTER_SECONDS = 1.0
 AFTER_KILL_CALLS = 30
+# The SDK retries a broken GET stream after a second, twice; nginx's next try is a live worker.
+LIST_CHANGE_WAIT_SECONDS = 20.0
 CALL_TIMEOUT_SECONDS = 30.0
 AUDIT_WAIT_SECONDS = 15.0
 # The killed worker is the second: nginx's round-robin gives it every third request.
@@ -88,6 +90,8 @@ class Figures:
     audit: dict[str, int] = field(default_factory=dict)
     cancelled_row_seconds: float | None = None
     search_checkpoint: str = ""
+    # How long after a toolset change (made after the kill) the session's GET stream told the client.
+    list_change_seconds: float | None = None
     start_seconds: float = 0.0
     scenario_seconds: float = 0.0
     wall_seconds: float = 0.0
@@ -137,6 +141,7 @@ class Figures:
             "metrics_tool_calls": self.metrics,
             "audit_rows": self.audit,
             "cancelled_call_stopped_after_seconds": self.cancelled_row_seconds,
+            "list_change_seconds": self.list_change_seconds,
             "start_seconds": round(self.start_seconds, 1),
             "scenario_seconds": round(self.scenario_seconds, 1),
             "wall_seconds": round(self.wall_seconds, 1),
@@ -175,6 +180,12 @@ class Figures:
             f"{sum(len(seen) for seen in self.progress_seen)} notifications over {PROGRESS_CALLS} calls; "
             f"cancelled call stopped by its worker after {self.cancelled_row_seconds or 0:.1f} s; "
             f"literature search (a job step in the jobs worker): {self.search_checkpoint or '-'}",
+            "standalone GET stream: tools/list_changed heard "
+            + (
+                f"{self.list_change_seconds:.2f} s after a toolset change made after the kill"
+                if self.list_change_seconds is not None
+                else "NOT heard after a toolset change made after the kill"
+            ),
             f"rate limit {LIMITED_TOOL} {RATE_LIMIT}/{RATE_LIMIT_PERIOD_SECONDS} s ({TENANT}, per person): "
             f"allowed {limit[OK]} of {sum(limit.values())} calls across 3 workers (counted per process: "
             f"up to {3 * RATE_LIMIT}), refused {limit[RATE_LIMITED]}",
@@ -240,6 +251,10 @@ def figures_check(figures: Figures) -> None:
     check(
         stopped is not None and stopped < CANCEL_AFTER_SECONDS + 5,
         f"the cancelled call's audit row (cancelled, and stopped soon after): {stopped}",
+    )
+    check(
+        figures.list_change_seconds is not None,
+        "the session's standalone GET stream did not hear a toolset change made after the kill",
     )
     limit = figures.outcomes("limit")
     check(

@@ -6,8 +6,10 @@ PKCE); then one 2025-11-25 session makes calls that nginx spreads round-robin ov
 plain ones, elicitations (the answer may reach another worker than the one waiting), progress, a
 cancelled long call, a literature search whose step the jobs worker runs, and a burst past a rate
 limit of ``RATE_LIMIT`` per minute. Then one worker is SIGKILLed while calls are in flight, and the
-session carries on through the other two. Last, ``/metrics`` and the audit trail are read and held
-against what the client saw.
+session carries on through the other two, and its standalone GET stream (the SDK opens it after the
+handshake; if it was on the killed worker, the SDK reconnects through nginx with ``Last-Event-ID``)
+tells it of a toolset change made after the kill. Last, ``/metrics`` and the audit trail are read
+and held against what the client saw.
 
 Every call carries a tag of its own in its arguments, which the audit trail keeps, so each answered
 call's row can be found. The checks are in ``tests.e2e.topology_figures``: ``Figures.problems``
@@ -15,7 +17,7 @@ lists what did not hold.
 
 The SDK's ``OAuthClientProvider`` sends one request at a time until that request's response
 starts, so a client's concurrent calls overlap only once their responses have begun (a progress
-notification, an elicitation, Gatehouse's first keep-alive ping after 15 s): calls meant to be in
+notification, an elicitation, Gatehouse's first ping, a second in): calls meant to be in
 flight together are elicitations, and the long call to cancel has a session of its own.
 """
 
@@ -31,7 +33,7 @@ from typing import Any
 from django.utils import timezone
 from mcp.client import Client
 from mcp.shared.exceptions import MCPError
-from mcp_types import ElicitRequestParams, ElicitResult, TextContent
+from mcp_types import ElicitRequestParams, ElicitResult, ServerNotification, TextContent
 
 from accounts.models import Tenant
 from core.errors import RateLimited
@@ -52,6 +54,7 @@ from tests.e2e.topology_figures import (
     KILL_AFTER_SECONDS,
     KILLED,
     LIMITED_TOOL,
+    LIST_CHANGE_WAIT_SECONDS,
     LONG_CALL_SECONDS,
     OK,
     PROGRESS_CALLS,
@@ -143,15 +146,44 @@ class Elicitations:
         return ElicitResult(action="accept", content={"username": params.message, "email": "alice@acme.test"})
 
 
+class ListChanges:
+    """When the client heard ``notifications/tools/list_changed`` (its message handler)."""
+
+    def __init__(self) -> None:
+        self.heard: list[float] = []
+        self._new = asyncio.Event()
+
+    async def __call__(self, message: object) -> None:
+        if isinstance(message, ServerNotification) and message.method == "notifications/tools/list_changed":
+            self.heard.append(time.monotonic())
+            self._new.set()
+
+    async def after(self, moment: float) -> float:
+        while not any(at >= moment for at in self.heard):
+            self._new.clear()
+            await self._new.wait()
+        return min(at for at in self.heard if at >= moment)
+
+
+def _toolset_toggle() -> None:
+    """A change to acme's toolsets, written here (as an operator's would be, from any process)."""
+    acme = Tenant.objects.get(slug=TENANT)
+    row = TenantToolset.objects.filter(tenant=acme, toolset="conformance_dynamic").first()
+    TenantToolset.objects.update_or_create(
+        tenant=acme, toolset="conformance_dynamic", defaults={"enabled": not (row and row.enabled)}
+    )
+
+
 async def scenario_run(topology: Topology, *, started: float) -> Figures:
     figures = Figures(start_seconds=topology.start_seconds)
     scenario_started = time.monotonic()
     since = timezone.now()
     elicitations = Elicitations()
-    async with sdk_client(topology, Person("alice", tenant=TENANT), elicitation_callback=elicitations) as (
-        client,
-        storage,
-    ):
+    list_changes = ListChanges()
+    person = Person("alice", tenant=TENANT)
+    async with sdk_client(
+        topology, person, elicitation_callback=elicitations, message_handler=list_changes
+    ) as (client, storage):
         figures.oauth_seconds = time.monotonic() - scenario_started
         figures.protocol_version = client.protocol_version
         caller = Caller(client, figures)
@@ -163,6 +195,7 @@ async def scenario_run(topology: Topology, *, started: float) -> Figures:
             # Before the kill, which could take the long call's worker with it.
             await cancelling
             await _kill_mid_run(caller, topology, figures, elicitations)
+            await _list_change_after_kill(list_changes, figures)
         except Exception:
             # Raised out of the client's block, it would be hidden behind the SDK's own teardown
             # errors for the calls still open; the report shows it instead.
@@ -174,6 +207,14 @@ async def scenario_run(topology: Topology, *, started: float) -> Figures:
     figures_check(figures)
     figures.wall_seconds = time.monotonic() - started
     return figures
+
+
+async def _list_change_after_kill(list_changes: ListChanges, figures: Figures) -> None:
+    changed_at = time.monotonic()
+    await asyncio.to_thread(_toolset_toggle)
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(LIST_CHANGE_WAIT_SECONDS):
+            figures.list_change_seconds = await list_changes.after(changed_at) - changed_at
 
 
 async def _calls_spread(caller: Caller) -> None:
