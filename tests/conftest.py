@@ -1,10 +1,14 @@
 from __future__ import annotations
 
 import secrets
+from collections.abc import AsyncIterator
 
 import pytest
+from asgiref.sync import sync_to_async
 from django.conf import settings
+from django.db import connections
 
+from core import db as core_db
 from tests.factories import MembershipFactory, TenantFactory, UserFactory
 from tests.ratelimit_support import rate_limit_reset_for_tests
 
@@ -71,3 +75,15 @@ def _in_process_jobs_queue(request: pytest.FixtureRequest, monkeypatch: pytest.M
     monkeypatch.setattr(literature_search, "queue", IN_PROCESS_JOBS_QUEUE, raising=False)
     # And MCP tool tasks (jobs.tool_task_kind), whose queue is a setting.
     monkeypatch.setitem(settings.GATEHOUSE, "JOBS_TOOL_TASK_QUEUE", IN_PROCESS_JOBS_QUEUE)
+
+
+@pytest.fixture
+async def fresh_hot_path_pool() -> AsyncIterator[None]:
+    """For tests that reach the hot-path pool (the audit writer, the catalogue's version check): it
+    belongs to this test's event loop, and the test database must be droppable afterwards, so it is
+    closed here."""
+    yield
+    pool, core_db._pool._pool = core_db._pool._pool, None
+    if pool is not None:
+        await pool.close()
+    await sync_to_async(connections.close_all)()

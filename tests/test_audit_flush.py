@@ -6,17 +6,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
 from types import SimpleNamespace
 from typing import Any
 
 import psycopg
 import pytest
 from asgiref.sync import sync_to_async
-from django.db import connections
 from mcp.shared.exceptions import MCPError
 
-from core import audit_store, db
+from core import audit_store
 from core.audit import audit_record_async
 from core.audit_entry import AuditEntry
 from core.db import psycopg_connect_kwargs
@@ -28,18 +26,7 @@ from mcp_gateway.jsonrpc_errors import as_mcp_error
 from mcp_gateway.registry import default_registry
 from mcp_gateway.stdio import stdio_identity
 
-pytestmark = pytest.mark.django_db(transaction=True)
-
-
-@pytest.fixture(autouse=True)
-async def fresh_hot_path_pool() -> AsyncIterator[None]:
-    # The audit writer's pool belongs to this test's event loop, and the test database must be
-    # droppable afterwards: close it here.
-    yield
-    pool, db._pool._pool = db._pool._pool, None
-    if pool is not None:
-        await pool.close()
-    await sync_to_async(connections.close_all)()
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("fresh_hot_path_pool")]
 
 
 @pytest.fixture

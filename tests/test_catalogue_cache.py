@@ -5,14 +5,11 @@ call, and a deleted, not-ready or another tenant's ontology is refused as it alw
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator
 
 import psycopg
 import pytest
 from asgiref.sync import sync_to_async
-from django.db import connections
 
-from core import db
 from core.db import psycopg_connect_kwargs
 from core.errors import NotFound
 from data_agent.catalogue import catalogue_get, catalogue_get_sync
@@ -27,19 +24,9 @@ from tests.factories import (
     TenantFactory,
 )
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("fresh_hot_path_pool")]
 
 NEW_URL = "sqlite:////nonexistent/moved.sqlite3"
-
-
-@pytest.fixture(autouse=True)
-async def fresh_hot_path_pool() -> AsyncIterator[None]:
-    # The version check runs on the hot-path pool, which belongs to this test's event loop.
-    yield
-    pool, db._pool._pool = db._pool._pool, None
-    if pool is not None:
-        await pool.close()
-    await sync_to_async(connections.close_all)()
 
 
 @pytest.fixture

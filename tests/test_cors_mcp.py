@@ -6,20 +6,17 @@ still refused by the Origin check. Driven through the deployed ASGI application,
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Iterator, MutableMapping
+from collections.abc import Iterator, MutableMapping
 from typing import Any
 
 import pytest
-from asgiref.sync import sync_to_async
-from django.db import connections
 
 from config.asgi import application
-from core import db
 from core.cors import CorsAsgiMiddleware, origin_allowed
 from core.models import AuditAction, AuditEvent
 from mcp_gateway.identity_cache import identity_cache
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("fresh_hot_path_pool")]
 
 PUBLIC_URL = "https://gatehouse.example"
 ALLOWED = "https://inspector.example"
@@ -73,17 +70,6 @@ def policy(settings) -> Iterator[None]:
     }
     yield
     identity_cache._off = False
-
-
-@pytest.fixture(autouse=True)
-async def fresh_hot_path_pool() -> AsyncIterator[None]:
-    # The audit writer's pool belongs to this test's event loop, and the test database must be
-    # droppable afterwards: close it here.
-    yield
-    pool, db._pool._pool = db._pool._pool, None
-    if pool is not None:
-        await pool.close()
-    await sync_to_async(connections.close_all)()
 
 
 class Answer:

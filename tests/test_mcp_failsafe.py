@@ -4,30 +4,17 @@ never with the server's HTML page (``mcp_gateway.asgi.failsafe``)."""
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, MutableMapping
+from collections.abc import MutableMapping
 from typing import Any
 
 import pytest
-from asgiref.sync import sync_to_async
-from django.db import DatabaseError, connections
+from django.db import DatabaseError
 
-from core import db
 from core.models import AuditAction, AuditEvent, AuditOutcome
 from core.request_context import RequestContextMiddleware
 from mcp_gateway.asgi.failsafe import McpFailsafe
 
-pytestmark = pytest.mark.django_db(transaction=True)
-
-
-@pytest.fixture(autouse=True)
-async def fresh_hot_path_pool() -> AsyncIterator[None]:
-    # The audit writer's pool belongs to this test's event loop, and the test database must be
-    # droppable afterwards: close it here.
-    yield
-    pool, db._pool._pool = db._pool._pool, None
-    if pool is not None:
-        await pool.close()
-    await sync_to_async(connections.close_all)()
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("fresh_hot_path_pool")]
 
 
 async def _serve(app: Any, request_id: str) -> list[dict[str, Any]]:

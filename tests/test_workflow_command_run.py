@@ -5,18 +5,15 @@ the command and its tool), failures too."""
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import AsyncIterator
 from datetime import timedelta
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
 from asgiref.sync import sync_to_async
-from django.db import connections
 from mcp.server.mcpserver import Context
 
 from accounts.models import User
-from core import db
 from core.errors import InsufficientScope, RateLimited, Unavailable
 from core.models import AuditEvent, RateLimitScope
 from data_agent.sample import FIRST_ORDER_DATE
@@ -27,18 +24,7 @@ from tests.factories import MembershipFactory, RateLimitRuleFactory, UserFactory
 from tests.workflow_support import EVERY_KIND, identity_for, sample_with_workflow
 from workflows.execution import command_resolve, command_run
 
-pytestmark = pytest.mark.django_db(transaction=True)
-
-
-@pytest.fixture(autouse=True)
-async def fresh_hot_path_pool() -> AsyncIterator[None]:
-    # The audit writer's pool belongs to this test's event loop, and the test database must be
-    # droppable afterwards: close it here.
-    yield
-    pool, db._pool._pool = db._pool._pool, None
-    if pool is not None:
-        await pool.close()
-    await sync_to_async(connections.close_all)()
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("fresh_hot_path_pool")]
 
 
 ALL = frozenset({"account", "conformance", "data_agent"})
