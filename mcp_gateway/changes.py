@@ -88,7 +88,9 @@ def change_log_latest() -> int:
 def change_log_purge() -> int:
     """Forget changes older than a reconnecting client can ask for."""
     cutoff = timezone.now() - timedelta(hours=CHANGE_LOG_KEEP_HOURS)
-    deleted, _ = ChangeEvent.objects.filter(created__lt=cutoff).delete()
+    # The newest row stays whatever its age: it tells ``change_log_since`` where the log begins.
+    newest = change_log_latest()
+    deleted, _ = ChangeEvent.objects.filter(created__lt=cutoff, id__lt=newest).delete()
     return deleted
 
 

@@ -29,6 +29,7 @@ from collections import Counter
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from django.db import DatabaseError
 from django.utils import timezone
 from mcp.server.subscriptions import (
     PromptsListChanged,
@@ -172,10 +173,16 @@ class StandaloneStreams:
         self, scope: Scope, receive: Receive, send: Send, stream: _Stream, session: LiveSession
     ) -> None:
         after = _last_event_id(scope)
-        latest = await db_call(change_log_latest)
-        missed: list[Change] | None = []
-        if after is not None:
-            missed = None if after < 0 or after > latest else await self._missed(stream, after)
+        try:
+            latest = await db_call(change_log_latest)
+            missed: list[Change] | None = []
+            if after is not None:
+                missed = None if after < 0 or after > latest else await self._missed(stream, after)
+        except DatabaseError:
+            # Before the response starts: the endpoint's own error, and the client retries.
+            logger.warning("A standalone stream was refused: the change log could not be read", exc_info=True)
+            await jsonrpc_error(send, status=503, code=-32005, message=UNAVAILABLE)
+            return
         stream.sent_up_to = latest
         await send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS})
         # The priming frame (an id, no data): where a client that has heard nothing yet resumes.
