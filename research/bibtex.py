@@ -152,9 +152,10 @@ def _authors(entry: Entry) -> list[str]:
     names = found.value if found is not None else []
     if isinstance(names, str):
         names = [names]
-    decoded = (latex_decoded(name)[:AUTHOR_MAX_CHARS] for name in names if isinstance(name, str))
-    # "and others" is BibTeX's et al., not a person.
-    return [name for name in decoded if name and name != "others"][:AUTHORS_MAX]
+    # A bare "and others" is BibTeX's et al., not a person; "{others}" in braces is someone so named.
+    people = (name for name in names if isinstance(name, str) and name.strip() != "others")
+    decoded = (latex_decoded(name)[:AUTHOR_MAX_CHARS] for name in people)
+    return [name for name in decoded if name][:AUTHORS_MAX]
 
 
 def _parsed(entry: Entry) -> ParsedEntry:

@@ -83,7 +83,7 @@ def test_an_ontology_edit_logs_each_uri_it_touches_once_after_commit(django_capt
     with django_capture_on_commit_callbacks(execute=True):
         dataset.save()
         ontology.save()
-    logged = ChangeEvent.objects.filter(pk__gt=start)
+    logged = ChangeEvent.objects.filter(pk__gt=start, tenant_id=ontology.tenant_id)
     assert sorted(logged.values_list("uri", flat=True)) == sorted(
         [
             LIST_URI,
@@ -100,7 +100,8 @@ def test_an_ontology_deleted_with_its_datasets_is_announced_without_error(django
     start, uri = change_log_latest(), ONTOLOGY_URI.format(id=ontology.pk)
     with django_capture_on_commit_callbacks(execute=True):
         ontology.delete()
-    uris = list(ChangeEvent.objects.filter(pk__gt=start).values_list("uri", flat=True))
+    logged = ChangeEvent.objects.filter(pk__gt=start, tenant_id=ontology.tenant_id)
+    uris = list(logged.values_list("uri", flat=True))
     assert uri in uris
     assert len(uris) == len(set(uris))
 

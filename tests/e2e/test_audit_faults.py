@@ -80,13 +80,26 @@ class Load:
         raw = RawMcp(self.token)
         raw.http = httpx.AsyncClient(timeout=20)
         try:
-            session_id = await raw.initialize(self.servers[index % 2].mcp_url)
+            session_id = await self.session(raw, index)
             for turn in itertools.count(index):
-                if time.monotonic() >= self.stop_at:
+                if session_id is None or time.monotonic() >= self.stop_at:
                     return
                 await self.call(raw, session_id, self.servers[turn % 2])
         finally:
             await raw.aclose()
+
+    async def session(self, raw: RawMcp, index: int) -> str | None:
+        """A session, asked of each worker in turn: a handshake that meets a reset connection or the
+        killed worker is refused like any call, and the caller asks again, as a client would."""
+        for turn in itertools.count(index):
+            if time.monotonic() >= self.stop_at:
+                return None
+            try:
+                return await raw.initialize(self.servers[turn % 2].mcp_url)
+            except (AssertionError, KeyError, httpx.HTTPError):
+                self.unanswered += 1
+                await asyncio.sleep(0.05)
+        return None
 
     async def call(self, raw: RawMcp, session_id: str, server: DaphneServer) -> None:
         request_id = "fault-" + secrets.token_hex(8)
