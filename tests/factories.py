@@ -11,6 +11,7 @@ from oauth2_provider.models import Application
 from accounts.models import Membership, Role, Tenant, User
 from conversations.models import Conversation, SessionBinding, Turn, TurnKind
 from core.crypto import secret_encrypt
+from core.identity import Identity
 from core.models import AuditAction, AuditEvent, AuditOutcome, RateLimitRule, RateLimitScope
 from data_agent.models import (
     AgentPreference,
@@ -28,6 +29,25 @@ from oauth.models import AccessToken, Grant, RedirectUriPattern, RefreshToken, R
 from oauth.token_storage import token_checksum
 
 DEFAULT_PASSWORD = "correct-horse-battery-staple"
+
+
+class IdentityFactory(factory.Factory[Identity]):
+    """A caller as the endpoint resolves one, for code that takes an ``Identity`` without a token."""
+
+    class Meta:
+        model = Identity
+
+    user_id = 1
+    username = "alice"
+    tenant_id = 1
+    tenant_slug = "acme"
+    tenant_name = "Acme"
+    role = "admin"
+    scopes: frozenset[str] = frozenset({"mcp:read"})
+    application_id = 1
+    client_id = "client"
+    client_name = "Client"
+    token_id = 1
 
 
 class TenantFactory(factory.django.DjangoModelFactory[Tenant]):

@@ -33,7 +33,7 @@ from mcp_gateway.resource_subscriptions import (
     resource_unsubscribe,
 )
 from mcp_gateway.sessions import LiveSession
-from tests.factories import DatasetFactory, McpSessionFactory, OntologyFactory
+from tests.factories import DatasetFactory, IdentityFactory, McpSessionFactory, OntologyFactory
 
 pytestmark = pytest.mark.django_db
 
@@ -149,27 +149,9 @@ async def test_a_stream_is_refused_with_503_when_the_change_log_cannot_be_read(m
     session = LiveSession(
         id="s" * 43, scopes=frozenset(), protocol_version="2025-11-25", last_seen=timezone.now()
     )
-    identity = _identity()
+    identity = IdentityFactory.build()
     scope = {"type": "http", "method": "GET", "headers": [(b"accept", b"text/event-stream")]}
     await streams.serve(scope, receive, send, session=session, identity=identity)
     assert sent[0]["status"] == 503
     assert json.loads(sent[1]["body"])["error"]["code"] == -32005
     assert len(streams) == 0
-
-
-def _identity():
-    from core.identity import Identity
-
-    return Identity(
-        user_id=1,
-        username="alice",
-        tenant_id=1,
-        tenant_slug="acme",
-        tenant_name="Acme",
-        role="admin",
-        scopes=frozenset(),
-        application_id=1,
-        client_id="c",
-        client_name="c",
-        token_id=1,
-    )

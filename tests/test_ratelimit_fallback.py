@@ -13,10 +13,10 @@ from prometheus_client import REGISTRY
 
 from core import ratelimit_fallback
 from core.errors import RateLimited
-from core.identity import Identity
 from core.models import RateLimitScope
 from core.ratelimit import rate_limit_http, rate_limit_mcp
 from core.ratelimit_fallback import FALLBACK_BEGAN, FALLBACK_ENDED, rate_limit_outage
+from tests.factories import IdentityFactory
 from tests.switchable_redis import SwitchableRedis
 
 # Nothing listens on port 1: connections are refused at once.
@@ -146,22 +146,6 @@ def test_a_failed_store_is_asked_again_only_after_a_pause(limits_config):
         assert redis.connections == asked
 
 
-def _identity() -> Identity:
-    return Identity(
-        user_id=1,
-        username="alice",
-        tenant_id=1,
-        tenant_slug="acme",
-        tenant_name="Acme",
-        role="admin",
-        scopes=frozenset({"mcp:read"}),
-        application_id=0,
-        client_id="client",
-        client_name="Client",
-        token_id=0,
-    )
-
-
 @pytest.mark.django_db(transaction=True)
 async def test_mcp_calls_are_counted_per_process_while_the_store_is_down(limits_config):
     limits_config(storage_url=DEAD_REDIS_URL, tool="2/minute")
@@ -169,14 +153,16 @@ async def test_mcp_calls_are_counted_per_process_while_the_store_is_down(limits_
     try:
         for _ in range(5):
             try:
-                await rate_limit_mcp(identity=_identity(), scope=RateLimitScope.TOOL, target="whoami")
+                await rate_limit_mcp(
+                    identity=IdentityFactory.build(), scope=RateLimitScope.TOOL, target="whoami"
+                )
             except RateLimited:
                 continue
             allowed += 1
         # A burst at once is counted exactly in the process too.
         burst = await asyncio.gather(
             *(
-                rate_limit_mcp(identity=_identity(), scope=RateLimitScope.TOOL, target="other")
+                rate_limit_mcp(identity=IdentityFactory.build(), scope=RateLimitScope.TOOL, target="other")
                 for _ in range(10)
             ),
             return_exceptions=True,
