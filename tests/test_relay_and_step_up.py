@@ -9,6 +9,7 @@ from mcp_types import ErrorData
 from core.identity import Identity
 from mcp_gateway.relay import LocalRelay
 from mcp_gateway.step_up import step_up_challenge
+from tests.factories import IdentityFactory
 
 
 async def test_an_answer_resolves_the_waiting_question():
@@ -56,19 +57,7 @@ def test_request_ids_are_unguessable_and_distinct():
 
 
 def _identity(role: str, scopes: set[str]) -> Identity:
-    return Identity(
-        user_id=1,
-        username="u",
-        tenant_id=1,
-        tenant_slug="t",
-        tenant_name="T",
-        role=role,
-        scopes=frozenset(scopes),
-        application_id=1,
-        client_id="c",
-        client_name="c",
-        token_id=1,
-    )
+    return IdentityFactory.build(role=role, scopes=frozenset(scopes))
 
 
 REFUSED = ErrorData(

@@ -9,6 +9,7 @@ from mcp.server.request_state import AESGCMRequestStateCodec
 from core.identity import Identity
 from mcp_gateway.asgi.scope_keys import IDENTITY_KEY
 from mcp_gateway.request_state import _principal, request_state_security
+from tests.factories import IdentityFactory
 
 
 def _context(identity: Identity | None) -> SimpleNamespace:
@@ -17,19 +18,7 @@ def _context(identity: Identity | None) -> SimpleNamespace:
 
 
 def _identity(user_id: int, tenant_id: int, client_id: str) -> Identity:
-    return Identity(
-        user_id=user_id,
-        username="u",
-        tenant_id=tenant_id,
-        tenant_slug="t",
-        tenant_name="T",
-        role="admin",
-        scopes=frozenset(),
-        application_id=1,
-        client_id=client_id,
-        client_name="c",
-        token_id=1,
-    )
+    return IdentityFactory.build(user_id=user_id, tenant_id=tenant_id, client_id=client_id)
 
 
 def test_state_sealed_by_one_worker_opens_on_another():

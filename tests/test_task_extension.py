@@ -33,6 +33,7 @@ from mcp_gateway.tool_tasks import (
     tool_task_runner,
     tool_task_runner_register,
 )
+from tests.factories import IdentityFactory
 
 NOW = datetime(2026, 11, 27, 12, 0, tzinfo=UTC)
 ISO = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}")
@@ -119,18 +120,11 @@ REGISTRY = Registry([Toolset(name="tasky", description="t", tools=(quick, maybe,
 
 
 def _identity(user_id: int = 1, tenant_id: int = 1, scopes: frozenset[str] | None = None) -> Identity:
-    return Identity(
+    return IdentityFactory.build(
         user_id=user_id,
         username=f"u{user_id}",
         tenant_id=tenant_id,
-        tenant_slug="t",
-        tenant_name="T",
-        role="admin",
         scopes=frozenset({SCOPE_READ, SCOPE_WRITE}) if scopes is None else scopes,
-        application_id=1,
-        client_id="c",
-        client_name="c",
-        token_id=1,
     )
 
 

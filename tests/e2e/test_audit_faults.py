@@ -91,13 +91,14 @@ class Load:
     async def session(self, raw: RawMcp, index: int) -> str | None:
         """A session, asked of each worker in turn: a handshake that meets a reset connection or the
         killed worker is refused like any call, and the caller asks again, as a client would."""
-        for turn in itertools.count(index):
-            if time.monotonic() >= self.stop_at:
-                return None
+        turn = index
+        while time.monotonic() < self.stop_at:
             try:
+                # RawMcp.initialize asserts a 200 and reads the session header: a refusal fails either.
                 return await raw.initialize(self.servers[turn % 2].mcp_url)
             except (AssertionError, KeyError, httpx.HTTPError):
                 self.unanswered += 1
+                turn += 1
                 await asyncio.sleep(0.05)
         return None
 
