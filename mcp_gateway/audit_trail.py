@@ -10,6 +10,9 @@ as what the tool did. Each request leaves exactly one event:
 * otherwise ``tool.called`` / ``resource.read``, outcome ``ok``, or ``error`` with the JSON-RPC code
   (or the tool's own ``isError`` result), and the time it took.
 
+Any other method (a subscription, a prompt) leaves a row only when the guard refuses it a scope
+(``permission.denied``).
+
 A tool adds what it did beyond its arguments (the SQL that ran, the tokens a model spent) with
 ``audit_note``; it lands under the event's ``detail.result``.
 
@@ -106,8 +109,10 @@ class AuditTrail:
 
     async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
         audited = AUDITED_METHODS.get(ctx.method)
-        if audited is None or ctx.request_id is None:
+        if ctx.request_id is None:
             return await call_next(ctx)
+        if audited is None:
+            return await _refusal_audited(ctx, call_next)
         action, limit_scope = audited
         params = ctx.params if isinstance(ctx.params, dict) else {}
         target = str(params.get("name" if ctx.method == "tools/call" else "uri", ""))
@@ -153,12 +158,11 @@ class AuditTrail:
             _notes.reset(notes_token)
             if notes:
                 detail["result"] = notes
-            session = getattr(ctx.request, "scope", {}).get(SESSION_KEY)
             entry = audit_entry(
                 action=action,
                 outcome=outcome,
                 identity=identity_from_request(ctx.request),
-                session_id=session.id if session is not None else "",
+                session_id=_session_id(ctx),
                 target=target,
                 duration_ms=round(elapsed_ms, 3),
                 detail=detail,
@@ -177,3 +181,28 @@ def _is_tool_error(result: Any) -> bool:
     if isinstance(result, dict):
         return bool(result.get("isError"))
     return bool(getattr(result, "is_error", False))
+
+
+async def _refusal_audited(ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
+    """A method without a row of its own (a subscription, a prompt) leaves one when the guard
+    refuses it a scope: a missing scope is worth an operator's look whatever was asked."""
+    try:
+        return await call_next(ctx)
+    except MCPError as error:
+        if error.error.code == PermissionDenied.jsonrpc_code:
+            params = ctx.params if isinstance(ctx.params, dict) else {}
+            entry = audit_entry(
+                action=AuditAction.PERMISSION_DENIED,
+                outcome=AuditOutcome.DENIED,
+                identity=identity_from_request(ctx.request),
+                session_id=_session_id(ctx),
+                target=str(params.get("uri") or params.get("name") or ctx.method),
+                detail={"method": ctx.method, "code": error.error.code, "data": error.error.data},
+            )
+            await audit_record_async(entry)
+        raise
+
+
+def _session_id(ctx: ServerRequestContext[Any, Any]) -> str:
+    session = getattr(ctx.request, "scope", {}).get(SESSION_KEY)
+    return str(session.id) if session is not None else ""

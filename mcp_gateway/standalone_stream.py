@@ -45,7 +45,9 @@ from core.asgi_http import request_header
 from core.conf import gatehouse_settings
 from core.db import db_call
 from core.identity import Identity
+from core.models import AuditAction, AuditOutcome
 from mcp_gateway.asgi.envelope import jsonrpc_error
+from mcp_gateway.asgi.refusals import edge_audit
 from mcp_gateway.changes import Change, change_log_latest, change_log_since
 from mcp_gateway.list_changes import ALL_EVENTS, ListChanges
 from mcp_gateway.metrics import STREAMS_OPEN
@@ -65,6 +67,8 @@ RETRY_MS = 1000
 NOT_ACCEPTABLE = "Not Acceptable: the standalone stream is text/event-stream; accept it."
 TOO_MANY = "This person has too many open streams on this server; close one first."
 UNAVAILABLE = "Change notifications are unavailable right now; retry shortly."
+# The audit row's target for what the stream refuses (its requests have no JSON-RPC method).
+STREAM_TARGET = "GET /mcp"
 
 _METHODS: dict[type, str] = {
     ToolsListChanged: "notifications/tools/list_changed",
@@ -145,12 +149,19 @@ class StandaloneStreams:
         replaced = self._by_session.get(session.id)
         limit = gatehouse_settings.MCP_STREAMS_PER_PERSON
         if replaced is None and self._per_person[identity.user_id] >= limit:
+            await edge_audit(
+                action=AuditAction.RATE_LIMITED,
+                identity=identity,
+                session_id=session.id,
+                target=STREAM_TARGET,
+                detail={"reason": "streams_per_person", "limit": limit},
+            )
             await jsonrpc_error(send, status=429, code=-32000, message=TOO_MANY)
             return
         try:
             await self.changes.ready()
         except MCPError:
-            await jsonrpc_error(send, status=503, code=-32005, message=UNAVAILABLE)
+            await _unavailable(send, identity=identity, session=session, error="ListenerUnavailable")
             return
         if replaced is not None:
             replaced.end()
@@ -181,7 +192,7 @@ class StandaloneStreams:
         except DatabaseError:
             # Before the response starts: the endpoint's own error, and the client retries.
             logger.warning("A standalone stream was refused: the change log could not be read", exc_info=True)
-            await jsonrpc_error(send, status=503, code=-32005, message=UNAVAILABLE)
+            await _unavailable(send, identity=stream.identity, session=session, error="DatabaseError")
             return
         stream.sent_up_to = latest
         await send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS})
@@ -306,3 +317,17 @@ def standalone_streams_end_all() -> None:
 async def _disconnected(receive: Receive) -> None:
     while (await receive())["type"] != "http.disconnect":
         pass
+
+
+async def _unavailable(send: Send, *, identity: Identity, session: LiveSession, error: str) -> None:
+    """503 -32005 before the response starts, with the row the failsafe writes for a failure (the
+    audit trail spools it when the database is what failed)."""
+    await edge_audit(
+        action=AuditAction.SERVER_ERROR,
+        outcome=AuditOutcome.ERROR,
+        identity=identity,
+        session_id=session.id,
+        target=STREAM_TARGET,
+        detail={"error": error, "code": -32005},
+    )
+    await jsonrpc_error(send, status=503, code=-32005, message=UNAVAILABLE)

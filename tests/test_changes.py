@@ -14,6 +14,7 @@ from django.db import OperationalError
 from django.utils import timezone
 
 from core.errors import InvalidInput
+from core.models import AuditAction, AuditEvent, AuditOutcome
 from data_agent.resources import DATASET_URI, LIST_URI, ONTOLOGY_URI
 from mcp_gateway import standalone_stream
 from mcp_gateway.changes import (
@@ -130,7 +131,10 @@ def test_a_hostile_uri_is_refused(uri):
     assert not ResourceSubscription.objects.exists()
 
 
-async def test_a_stream_is_refused_with_503_when_the_change_log_cannot_be_read(monkeypatch):
+@pytest.mark.django_db(transaction=True)  # the audit row is written on a connection of its own
+async def test_a_stream_is_refused_with_503_when_the_change_log_cannot_be_read(
+    monkeypatch, fresh_hot_path_pool
+):
     def dead() -> int:
         raise OperationalError("the database went away")
 
@@ -155,3 +159,10 @@ async def test_a_stream_is_refused_with_503_when_the_change_log_cannot_be_read(m
     assert sent[0]["status"] == 503
     assert json.loads(sent[1]["body"])["error"]["code"] == -32005
     assert len(streams) == 0
+    # The identity's application is no row here: the audit store keeps the row, degraded.
+    [event] = [event async for event in AuditEvent.objects.filter(session_id=session.id)]
+    assert (event.action, event.outcome, event.target) == (
+        AuditAction.SERVER_ERROR,
+        AuditOutcome.ERROR,
+        standalone_stream.STREAM_TARGET,
+    )

@@ -17,10 +17,14 @@ import pytest
 from django.utils import timezone
 
 from accounts.models import Role
+from core.models import AuditAction, AuditOutcome
+from data_agent.models import Ontology, OntologyStatus
+from data_agent.resources import ONTOLOGY_URI
 from mcp_gateway.models import TenantToolset
 from oauth.models import AccessToken
 from tests.e2e.raw_mcp import RawMcp, sse_messages
-from tests.factories import AccessTokenFactory, MembershipFactory
+from tests.e2e.stamping import audit_events
+from tests.factories import AccessTokenFactory, MembershipFactory, OntologyFactory
 
 pytestmark = pytest.mark.django_db
 
@@ -191,6 +195,10 @@ async def test_one_person_holds_a_bounded_number_of_streams_and_a_session_one(se
         )
         assert refused.status_code == 429
         assert refused.json()["error"]["code"] == -32000
+        [event] = await audit_events(refused.headers["x-request-id"])
+        assert (event.action, event.outcome) == (AuditAction.RATE_LIMITED, AuditOutcome.DENIED)
+        assert event.detail["reason"] == "streams_per_person"
+        assert (event.user_id, event.session_id) == (membership.user_id, extra.session_id)
         # The same session again replaces its stream (a reconnecting client's old one may linger).
         async with first.stream(server.mcp_url) as again:
             assert (await again.next()).message is None
@@ -254,3 +262,35 @@ async def test_a_viewer_without_the_scope_cannot_subscribe_to_the_catalogue(serv
     )
     (message,) = [m for m in sse_messages(response) if "id" in m]
     assert message["error"]["code"] == -32001, message
+    [event] = await audit_events(response.headers["x-request-id"])
+    assert (event.action, event.outcome) == (AuditAction.PERMISSION_DENIED, AuditOutcome.DENIED)
+
+
+async def test_another_tenant_s_ontology_subscribed_to_is_never_heard(server, client, committed):
+    """Subscribing to another tenant's ontology is answered as for a URI nothing serves (nothing says
+    it exists), and its edits never reach the stream; the caller's own ontology's do."""
+    alice = await client(scope="mcp:read ontologies:read")
+    committed(
+        lambda: TenantToolset.objects.update_or_create(
+            tenant=alice.tenant, toolset="data_agent", defaults={"enabled": True}
+        )
+    )
+    own = committed(OntologyFactory, tenant=alice.tenant, status=OntologyStatus.READY)
+    foreign = committed(OntologyFactory, status=OntologyStatus.READY)
+    assert foreign.tenant_id != alice.tenant.pk
+    for ontology in (foreign, own):
+        uri = ONTOLOGY_URI.format(id=ontology.pk)
+        result = await alice.raw.result(
+            server.mcp_url, "resources/subscribe", {"uri": uri}, session_id=alice.session_id
+        )
+        assert result == {}
+    async with alice.stream(server.mcp_url) as stream:
+        assert (await stream.next()).message is None
+        committed(lambda: Ontology.objects.get(pk=foreign.pk).save())
+        committed(lambda: Ontology.objects.get(pk=own.pk).save())
+        heard = (await stream.next()).message
+    assert heard == {
+        "jsonrpc": "2.0",
+        "method": "notifications/resources/updated",
+        "params": {"uri": ONTOLOGY_URI.format(id=own.pk)},
+    }
