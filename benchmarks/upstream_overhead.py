@@ -4,7 +4,7 @@
 
 Prepares its own PostgreSQL database (BENCH_DATABASE_URL, default
 postgres://postgres@127.0.0.1:5432/gatehouse_bench_upstream: migrated, then `bootstrap_demo`),
-starts the upstream test server (`tests/upstream_server.py`, the SDK's MCPServer over Streamable
+starts the upstream test server (`tests/support/upstream_server.py`, the SDK's MCPServer over Streamable
 HTTP under uvicorn), gives acme an upstream row for it (prefix on, no credentials), starts
 Gatehouse under Daphne as shipped (auditing on, Redis rate limits counted on every call but set too
 high to refuse, the upstream session pool at its default size) and mints alice (acme admin) a token.
@@ -170,7 +170,7 @@ def main() -> None:
     token = access_token_for_alice(scope="mcp:read mcp:write", resource=f"{public}/mcp")
 
     upstream = subprocess.Popen(
-        [PYTHON, "tests/upstream_server.py", "http", str(upstream_port)],
+        [PYTHON, "tests/support/upstream_server.py", "http", str(upstream_port)],
         cwd=BASE_DIR,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,

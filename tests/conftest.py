@@ -9,14 +9,38 @@ from django.conf import settings
 from django.db import connections
 
 from core import db as core_db
-from tests.factories import MembershipFactory, TenantFactory, UserFactory
-from tests.ratelimit_support import rate_limit_reset_for_tests
+from tests.support.factories import MembershipFactory, TenantFactory, UserFactory
+from tests.support.ratelimit_support import rate_limit_reset_for_tests
 
 
 def pytest_configure(config: pytest.Config) -> None:
     engine = settings.DATABASES["default"]["ENGINE"]
     if "postgresql" not in engine:
         raise pytest.UsageError(f"The test suite runs on PostgreSQL; set DATABASE_URL (engine is {engine}).")
+
+
+# Where a test lives says what it costs (docs/testing.md): everything under tests/e2e/ and
+# tests/fresh_clone/ starts processes and is marked ``e2e``; the ``slow`` ones run for a minute or
+# more each. Marked here, by path, so no file can forget its marker: ``pytest -m "not e2e"`` is
+# the in-process tier of ``make check``, ``-m e2e`` the other lane of ``make test``.
+_E2E_DIRS = ("tests/e2e/", "tests/fresh_clone/")
+_SLOW_PATHS = (
+    "tests/fresh_clone/",
+    "tests/e2e/conformance/",
+    "tests/e2e/server/test_topology.py",
+    "tests/e2e/audit/test_audit_faults.py",
+    "tests/e2e/jobs/",
+)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    root = config.rootpath
+    for item in items:
+        path = item.path.relative_to(root).as_posix()
+        if path.startswith(_E2E_DIRS):
+            item.add_marker(pytest.mark.e2e)
+        if path.startswith(_SLOW_PATHS):
+            item.add_marker(pytest.mark.slow)
 
 
 @pytest.fixture

@@ -22,8 +22,8 @@ The SDK's provider has no public hook for any of this, so ``UpstreamOAuth`` uses
 names: ``_auth_flow`` (overridden and called), ``_initialized``, ``_fixed_client_info``,
 ``_exchange_token_client_credentials`` and ``_handle_token_response``, and the fields of its
 ``context``. Written against ``mcp`` 2.3.0; an SDK upgrade re-checks them (``mcp_gateway.sdk``
-lists this module among its checks), and ``tests/test_upstream_oauth_tokens.py`` and
-``tests/e2e/test_upstreams_oauth.py`` fail if their meaning changes.
+lists this module among its checks), and ``tests/upstreams/test_upstream_oauth_tokens.py`` and
+``tests/e2e/upstreams/test_upstreams_oauth.py`` fail if their meaning changes.
 """
 
 from __future__ import annotations

@@ -21,7 +21,7 @@ from language_models.models import LanguageModel
 from mcp_gateway.models import TenantToolset
 from oauth.models import AccessToken
 from research.models import LibraryPaper
-from tests.e2e.harness import DEMO_PASSWORD, Browser, DaphneServer, Person, QuickPbkdf2Hasher
+from tests.e2e.harness import DEMO_PASSWORD, Browser, DaphneServer, Person
 from tests.e2e.llm_gateway_support import ACME_OPENAI_KEY
 from tests.e2e.oauth_driver import OAuthDriver
 from tests.e2e.upstream_fixtures import (  # noqa: F401 (fixtures of the upstream tests)
@@ -31,8 +31,8 @@ from tests.e2e.upstream_fixtures import (  # noqa: F401 (fixtures of the upstrea
     upstream_dir,
     upstream_fields,
 )
-from tests.factories import DEFAULT_PASSWORD, LanguageModelFactory, MembershipFactory
 from tests.jobs.worker_process import JobsWorkerProcess
+from tests.support.factories import DEFAULT_PASSWORD, LanguageModelFactory, MembershipFactory
 from upstreams.models import Upstream
 
 SERVER_DB_APPLICATION = "gatehouse-e2e-server"
@@ -71,13 +71,7 @@ def demo(django_db_setup, django_db_blocker) -> Iterator[None]:
     end-to-end module and truncated after it, with every other row its tests and the servers
     committed. So no module, end-to-end or in-process, sees another's rows, in whatever order."""
     try:
-        with (
-            django_db_blocker.unblock(),
-            pytest.MonkeyPatch.context() as mp,
-            # Made for every module, the demo's password hashes would cost seconds each on a loaded
-            # machine; the servers verify these cheaper ones just the same (and upgrade them on login).
-            override_settings(PASSWORD_HASHERS=[f"{QuickPbkdf2Hasher.__module__}.QuickPbkdf2Hasher"]),
-        ):
+        with django_db_blocker.unblock(), pytest.MonkeyPatch.context() as mp:
             mp.setenv("DEMO_PASSWORD", DEMO_PASSWORD)
             _in_own_thread(lambda: call_command("bootstrap_demo", verbosity=0))
         yield

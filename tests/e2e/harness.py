@@ -19,7 +19,6 @@ from urllib.parse import parse_qs, urljoin, urlsplit
 
 import httpx
 import httpx2
-from django.contrib.auth.hashers import PBKDF2PasswordHasher
 from mcp.client import Client
 from mcp.client.auth import OAuthClientProvider
 from mcp.client.streamable_http import streamable_http_client
@@ -36,13 +35,6 @@ DEMO_PASSWORD = "demo-password-for-tests"
 # Shared by every server process of a run, as real replicas share one secret.
 E2E_SECRET_KEY = "e2e-secret-key-" + secrets.token_hex(16)
 E2E_RATE_LIMIT_PREFIX = "gatehouse-e2e-" + secrets.token_hex(6)
-
-
-class QuickPbkdf2Hasher(PBKDF2PasswordHasher):
-    """Django's own algorithm at few iterations: the iterations travel in the hash, so any server
-    verifies it, and Django re-hashes at full strength on the first sign-in."""
-
-    iterations = 1_000
 
 
 def _data_source_key() -> str:
@@ -102,7 +94,7 @@ class DaphneServer:
             "RATE_LIMIT_REGISTER": "none",
             # Each test looks for its own refusal's row: with counting on, a refusal of the same key
             # by another test earlier in the minute would hold it back. The counting has its own
-            # server (tests/e2e/test_audit_durability.py).
+            # server (tests/e2e/audit/test_audit_no_call_missing.py).
             "AUDIT_REFUSAL_WINDOW_SECONDS": "0",
             # Audit rows the database cannot take wait here (core.audit_spool), not in the checkout.
             "AUDIT_SPOOL_DIR": str(log_path.parent / "audit-spool"),

@@ -13,7 +13,7 @@ import httpx
 
 from accounts.models import Membership
 from tests.e2e.harness import DaphneServer
-from tests.factories import AccessTokenFactory, ApplicationFactory
+from tests.support.factories import AccessTokenFactory, ApplicationFactory
 
 INVOKE = "/api/v1/llm/invoke"
 PROVIDERS = "/api/v1/providers"

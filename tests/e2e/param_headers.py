@@ -11,7 +11,7 @@ import httpx
 
 from accounts.models import Tenant
 from tests.e2e.raw_mcp import MCP_HEADERS
-from tests.factories import AccessTokenFactory, MembershipFactory
+from tests.support.factories import AccessTokenFactory, MembershipFactory
 
 HEADER_MISMATCH = -32020
 TOOL = "test_custom_headers"

@@ -10,7 +10,7 @@ of ``/metrics`` through any worker sums them all. ``PUBLIC_URL`` is nginx's addr
 
 ``make topology`` runs ``python -m tests.e2e.topology``: a fresh database, then the scenario
 (``tests.e2e.topology_scenario``), its figures, and every process stopped, on Ctrl-C too.
-``tests/e2e/test_topology.py`` runs the same ``topology_running`` and scenario on the test database.
+``tests/e2e/server/test_topology.py`` runs the same ``topology_running`` and scenario on the test database.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """What the topology scenario (``tests.e2e.topology_scenario``) does and measures: its sizes, each
-call and its outcome, the figures ``make topology`` and ``tests/e2e/test_topology.py`` print, and
+call and its outcome, the figures ``make topology`` and ``tests/e2e/server/test_topology.py`` print, and
 the checks held against them (``Figures.problems``: what did not hold)."""
 
 from __future__ import annotations

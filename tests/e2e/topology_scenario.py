@@ -1,4 +1,4 @@
-"""The scenario ``make topology`` and ``tests/e2e/test_topology.py`` run, through nginx only, with the
+"""The scenario ``make topology`` and ``tests/e2e/server/test_topology.py`` run, through nginx only, with the
 official SDK client (docs/topology.md), and the figures it prints.
 
 alice goes through the whole OAuth flow (discovery, dynamic registration, login and consent pages,

@@ -1,4 +1,4 @@
-"""Upstream MCP servers for the end-to-end tests of forwarding: ``tests/upstream_server.py`` over
+"""Upstream MCP servers for the end-to-end tests of forwarding: ``tests/support/upstream_server.py`` over
 Streamable HTTP and SSE (one process each per test module) and over stdio (a child Gatehouse's
 server process starts itself), and the fields of a row that points Gatehouse at each."""
 
@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from tests.upstream_support import UpstreamProcess, stdio_command
+from tests.support.upstream_support import UpstreamProcess, stdio_command
 
 TRANSPORTS = ["http", "sse", "stdio"]
 

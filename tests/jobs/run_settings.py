@@ -1,4 +1,4 @@
-"""``prepare_run --serve`` under test (tests/test_run_worker.py): Gatehouse's settings plus the
+"""``prepare_run --serve`` under test (tests/portal/test_run_worker.py): Gatehouse's settings plus the
 engine's test job kind, with the files ``make run`` keeps in .local/ moved to the test's own folder
 (``RUN_TEST_LOCAL_DIR``), so a test never touches the checkout's demo password."""
 

@@ -15,8 +15,8 @@ from jobs.models import Job
 from jobs.tool_tasks import tool_task_get, tool_task_update
 from mcp_gateway.registry import default_registry
 from mcp_gateway.toolset_access import toolset_set_enabled
-from tests.factories import DatasetFactory, LanguageModelFactory, OntologyFactory
 from tests.jobs.tool_task_support import identity_of, run_and_get, start, task_tools  # noqa: F401
+from tests.support.factories import DatasetFactory, LanguageModelFactory, OntologyFactory
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("task_tools")]
 

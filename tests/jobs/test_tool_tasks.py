@@ -33,10 +33,10 @@ from jobs.tool_tasks import (
     tool_tasks_expire,
 )
 from mcp_gateway.tool_tasks import ToolTask, tool_task_runner
-from tests.factories import RateLimitRuleFactory
 from tests.jobs.support import steps_run
 from tests.jobs.task_tools import CRASH_DETAIL, SOFT_ERROR
 from tests.jobs.tool_task_support import identity_of, run_and_get, start, task_tools  # noqa: F401
+from tests.support.factories import RateLimitRuleFactory
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("task_tools")]
 

@@ -1,7 +1,7 @@
 """Gatehouse's settings plus the engine's test job kind: ``DJANGO_SETTINGS_MODULE`` of the worker
 processes that the end-to-end engine tests start."""
 
-from config.settings import *  # noqa: F403
-from config.settings import INSTALLED_APPS
+from tests.settings import *  # noqa: F403
+from tests.settings import INSTALLED_APPS
 
 INSTALLED_APPS = [*INSTALLED_APPS, "tests.jobs.engine_app"]

@@ -14,8 +14,8 @@ from accounts.models import Membership
 from core.identity import Identity
 from llm_gateway.schemas import InvokeRequest
 from llm_gateway.scopes import SCOPE_LLM_INVOKE
-from tests.factories import ApplicationFactory, LanguageModelFactory, MembershipFactory, UserFactory
-from tests.llm_script_support import llm_script  # noqa: F401  (a fixture)
+from tests.support.factories import ApplicationFactory, LanguageModelFactory, MembershipFactory, UserFactory
+from tests.support.llm_script_support import llm_script  # noqa: F401  (a fixture)
 
 STORED_KEY = "sk-stored-acme-0123456789abcdef"
 OUTSIDER_KEY = "sk-stored-other-tenant-fedcba9876543210"

@@ -7,8 +7,8 @@ import pytest
 from asgiref.sync import sync_to_async
 
 from llm_gateway.providers import llm_providers_list
-from tests.factories import LanguageModelFactory
 from tests.llm_gateway.conftest import HEADER_KEY, identity_of
+from tests.support.factories import LanguageModelFactory
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -9,8 +9,8 @@ import pytest
 from core.errors import InvalidInput, NotReady
 from language_models.model_checks import litellm_import
 from llm_gateway.resolution import gateway_model_resolve
-from tests.factories import LanguageModelFactory
 from tests.llm_gateway.conftest import HEADER_KEY, OUTSIDER_KEY, STORED_KEY
+from tests.support.factories import LanguageModelFactory
 
 pytestmark = pytest.mark.django_db
 

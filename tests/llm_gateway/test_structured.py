@@ -17,8 +17,8 @@ from llm_gateway.structured import (
     structured_output_parse,
     structured_request_build,
 )
-from tests.factories import LanguageModelFactory
 from tests.llm_gateway.conftest import invoke_request
+from tests.support.factories import LanguageModelFactory
 
 CITY = {
     "type": "object",

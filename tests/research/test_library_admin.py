@@ -10,8 +10,8 @@ from django.urls import reverse
 
 from accounts.models import Tenant, User
 from research.models import LibraryPaper
-from tests.admin_support import admin_url
-from tests.factories import UserFactory
+from tests.support.admin_support import admin_url
+from tests.support.factories import UserFactory
 
 pytestmark = pytest.mark.django_db
 

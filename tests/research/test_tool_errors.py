@@ -13,7 +13,7 @@ from jobs.errors import JOB_NOT_FOUND
 from jobs.models import Job, JobState
 from research import services
 from tests.research.tool_support import StepsPump, library_fill, tool_call
-from tests.workflow_support import identity_for
+from tests.support.workflow_support import identity_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

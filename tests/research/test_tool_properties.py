@@ -24,7 +24,7 @@ from research import services, tools
 from research.literature_job import literature_search
 from tests.jobs.support import steps_run
 from tests.research.tool_support import Call, StepsPump, library_fill, tool_call
-from tests.workflow_support import identity_for
+from tests.support.workflow_support import identity_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from accounts.models import Tenant
-from tests.upstream_support import stdio_command
+from tests.support.upstream_support import stdio_command
 from upstreams.models import Transport, Upstream
 
 

@@ -12,10 +12,10 @@ from django.contrib.auth.models import Permission
 from django.contrib.messages import get_messages
 
 from core.crypto import secret_decrypt
-from tests.admin_support import admin_url, post_action
 from tests.e2e.harness import free_port
-from tests.factories import UserFactory
-from tests.upstream_support import UpstreamProcess, stdio_command, upstream_row
+from tests.support.admin_support import admin_url, post_action
+from tests.support.factories import UserFactory
+from tests.support.upstream_support import UpstreamProcess, stdio_command, upstream_row
 from upstreams.models import AuthKind, Transport, Upstream
 
 pytestmark = pytest.mark.django_db

@@ -13,8 +13,8 @@ from django.db import connection
 
 from core.crypto import secret_decrypt
 from tests.e2e.harness import free_port
-from tests.python_process import python_run
-from tests.upstream_support import stdio_command, upstream_row
+from tests.support.python_process import python_run
+from tests.support.upstream_support import stdio_command, upstream_row
 from upstreams.models import AuthKind, Transport, Upstream
 
 pytestmark = pytest.mark.django_db

@@ -15,7 +15,7 @@ import sys
 import time
 from pathlib import Path
 
-from tests.upstream_support import process_reaped
+from tests.support.upstream_support import process_reaped
 
 DEADLINE_SECONDS = 30
 CHILD = """

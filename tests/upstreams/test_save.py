@@ -16,7 +16,7 @@ import pytest
 from core.crypto import secret_decrypt
 from core.errors import InvalidInput
 from tests.e2e.harness import free_port
-from tests.upstream_support import UpstreamProcess, upstream_row
+from tests.support.upstream_support import UpstreamProcess, upstream_row
 from tests.upstreams.support import stdio_fields, unsaved
 from upstreams import selectors
 from upstreams.config import config_from_row

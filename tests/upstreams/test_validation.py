@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from core.errors import InvalidInput
-from tests.upstream_support import upstream_row
+from tests.support.upstream_support import upstream_row
 from tests.upstreams.support import stdio_fields, unsaved
 from upstreams.models import AuthKind, Transport, Upstream
 from upstreams.services import upstream_save

@@ -12,7 +12,7 @@ from config.admin_site import GatehouseAdminSite
 from core.models import AuditAction, AuditOutcome
 from tests.e2e.browser.conftest import WIDE
 from tests.e2e.harness import Person, sdk_client
-from tests.factories import DEFAULT_PASSWORD, ApplicationFactory, AuditEventFactory, UserFactory
+from tests.support.factories import DEFAULT_PASSWORD, ApplicationFactory, AuditEventFactory, UserFactory
 
 pytestmark = pytest.mark.django_db
 

@@ -12,7 +12,7 @@ from oauth.authorize import NO_TENANT_MESSAGE, REQUEST_ALTERED, TENANT_NOT_AVAIL
 from oauth.models import Grant
 from tests.e2e.browser.pages import open_authorization, sign_in_by_keyboard, tab_to
 from tests.e2e.harness import DEMO_PASSWORD
-from tests.factories import DEFAULT_PASSWORD, MembershipFactory, UserFactory
+from tests.support.factories import DEFAULT_PASSWORD, MembershipFactory, UserFactory
 
 pytestmark = pytest.mark.django_db
 

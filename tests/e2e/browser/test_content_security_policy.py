@@ -21,7 +21,7 @@ from playwright.async_api import Browser, Page, async_playwright, expect
 from tests.e2e.browser.pages import sign_in_by_keyboard
 from tests.e2e.harness import DEMO_PASSWORD
 from tests.e2e.oauth_driver import pkce_pair
-from tests.factories import DEFAULT_PASSWORD, UserFactory
+from tests.support.factories import DEFAULT_PASSWORD, UserFactory
 
 pytestmark = pytest.mark.django_db
 

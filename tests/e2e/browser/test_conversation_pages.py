@@ -19,7 +19,7 @@ from accounts.models import Tenant, User
 from conversations.models import Conversation, Turn, TurnKind
 from tests.e2e.browser.pages import sign_in_by_keyboard, tab_to
 from tests.e2e.harness import Person
-from tests.factories import DEFAULT_PASSWORD, MembershipFactory, UserFactory
+from tests.support.factories import DEFAULT_PASSWORD, MembershipFactory, UserFactory
 
 pytestmark = pytest.mark.django_db
 

@@ -7,7 +7,7 @@ from playwright.async_api import expect
 
 from tests.e2e.browser.pages import open_authorization, sign_in_by_keyboard, tab_to
 from tests.e2e.harness import DEMO_PASSWORD
-from tests.factories import DEFAULT_PASSWORD, UserFactory
+from tests.support.factories import DEFAULT_PASSWORD, UserFactory
 
 pytestmark = pytest.mark.django_db
 

@@ -20,7 +20,7 @@ from data_agent.resources import ONTOLOGY_URI
 from mcp_gateway.models import TenantToolset
 from tests.e2e.browser.conftest import WIDE, _open_tab
 from tests.e2e.harness import Person, sdk_client
-from tests.factories import DEFAULT_PASSWORD, OntologyFactory, UserFactory
+from tests.support.factories import DEFAULT_PASSWORD, OntologyFactory, UserFactory
 
 pytestmark = [
     pytest.mark.django_db,

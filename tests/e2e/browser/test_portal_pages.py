@@ -23,7 +23,7 @@ from tests.e2e.browser.pages import sign_in_by_keyboard, tab_to
 from tests.e2e.harness import DaphneServer, Person, sdk_client
 from tests.e2e.oauth_driver import access_token
 from tests.e2e.raw_mcp import RawMcp
-from tests.factories import DEFAULT_PASSWORD, MembershipFactory, UserFactory
+from tests.support.factories import DEFAULT_PASSWORD, MembershipFactory, UserFactory
 
 pytestmark = pytest.mark.django_db
 

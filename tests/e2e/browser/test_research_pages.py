@@ -14,7 +14,7 @@ from research.models import LibraryPaper
 from research.records import title_normalize
 from tests.e2e.browser.pages import sign_in_by_keyboard
 from tests.e2e.conftest import person_of
-from tests.factories import MembershipFactory
+from tests.support.factories import MembershipFactory
 
 pytestmark = pytest.mark.django_db
 

@@ -1,0 +1,149 @@
+"""A forwarded call is accounted for as a local one is: one audit row naming the tool and the
+upstream, the tenant's rate limits (-32029 when spent), and Prometheus' calls and latency per
+upstream."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import httpx
+import pytest
+from mcp.shared.exceptions import MCPError
+from prometheus_client.parser import text_string_to_metric_families
+
+from core.models import AuditAction, AuditEvent, AuditOutcome, RateLimitScope
+from tests.e2e.harness import Person, free_port, sdk_client
+from tests.e2e.limits.test_rate_limits import (  # noqa: F401 (a fixture)
+    RATE_LIMITED_CODE,
+    assert_refused_with_retry_hint,
+    rate_limit_rule,
+)
+from tests.e2e.stamping import StampingTransport, audit_events
+from tests.e2e.upstream_fixtures import remote_fields
+from tests.support.upstream_support import upstream_row
+
+pytestmark = pytest.mark.django_db
+
+AUDIT_DEADLINE_SECONDS = 30
+
+
+async def _audited(request_id: str) -> AuditEvent:
+    """The one audit row of the request (written as the answer goes out, so waited for a moment)."""
+    give_up = time.monotonic() + AUDIT_DEADLINE_SECONDS
+    while not (events := await audit_events(request_id)):
+        assert time.monotonic() < give_up, f"no audit row for {request_id}"
+        await asyncio.sleep(0.05)
+    [event] = events
+    return event
+
+
+async def test_a_forwarded_call_leaves_one_audit_row_naming_the_tool_and_the_upstream(
+    server, committed, http_upstream
+):
+    committed(upstream_row, tenant="acme", name="audited", prefix_tools=True, **remote_fields(http_upstream))
+    committed(
+        upstream_row,
+        tenant="acme",
+        name="gone",
+        url=f"http://127.0.0.1:{free_port()}/mcp",
+        tool_names=["lost"],
+        connect_timeout_seconds=5,
+    )
+    transport = StampingTransport()
+    async with sdk_client(server, Person("alice"), transport=transport) as (client, _):
+        await client.call_tool("audited_echo", {"text": "for the record"})
+        await client.call_tool("audited_fail", {})
+        with pytest.raises(MCPError):
+            await client.call_tool("lost", {})
+        await client.read_resource("upstream://notes/readme")
+    echoed, failed, unreachable = [await _audited(rid) for rid in transport.request_ids("tools/call")]
+    [read] = [await _audited(rid) for rid in transport.request_ids("resources/read")]
+
+    assert (echoed.action, echoed.outcome, echoed.target) == (
+        AuditAction.TOOL_CALLED,
+        AuditOutcome.OK,
+        "audited_echo",
+    )
+    assert echoed.username == "alice"
+    assert echoed.tenant is not None
+    assert echoed.tenant.slug == "acme"
+    assert echoed.detail["arguments"] == {"text": "for the record"}
+    assert echoed.detail["result"]["upstream"] == "audited"
+    assert (failed.outcome, failed.target, failed.detail["isError"]) == (
+        AuditOutcome.ERROR,
+        "audited_fail",
+        True,
+    )
+    assert failed.detail["result"]["upstream"] == "audited"
+    assert (unreachable.outcome, unreachable.target) == (AuditOutcome.ERROR, "lost")
+    assert unreachable.detail["code"] == -32005
+    assert unreachable.detail["result"]["upstream"] == "gone"
+    assert (read.action, read.target) == (AuditAction.RESOURCE_READ, "upstream://notes/readme")
+    assert read.detail["result"]["upstream"] == "audited"
+
+
+async def test_a_rate_limit_refuses_forwarded_calls_as_it_refuses_local_ones(
+    server,
+    committed,
+    http_upstream,
+    rate_limit_rule,  # noqa: F811
+):
+    committed(upstream_row, tenant="acme", name="limited", prefix_tools=True, **remote_fields(http_upstream))
+    rate_limit_rule(scope=RateLimitScope.TOOL, target="limited_echo", limit=2, tenant="acme")
+    records_before = len(http_upstream.records())
+
+    async with sdk_client(server, Person("alice")) as (client, _):
+        allowed = [await client.call_tool("limited_echo", {"text": str(i)}) for i in range(2)]
+        with pytest.raises(MCPError) as refused:
+            await client.call_tool("limited_echo", {"text": "one too many"})
+        other = await client.call_tool("limited_received_headers", {})
+
+    assert [result.is_error for result in allowed] == [False, False]
+    assert refused.value.code == RATE_LIMITED_CODE
+    assert_refused_with_retry_hint(refused.value, limit="2 per 1 minute")
+    assert not other.is_error
+    # The refused call never reached the upstream.
+    echoes = [r for r in http_upstream.records()[records_before:] if r.get("tool") == "echo"]
+    assert len(echoes) == 2
+
+
+async def _scrape(server) -> dict[tuple[str, frozenset], float]:
+    async with httpx.AsyncClient(timeout=10) as http:
+        response = await http.get(f"{server.base_url}/metrics")
+    assert response.status_code == 200, response.text
+    return {
+        (sample.name, frozenset(sample.labels.items())): sample.value
+        for family in text_string_to_metric_families(response.text)
+        for sample in family.samples
+    }
+
+
+async def test_metrics_count_forwarded_calls_and_their_latency_per_upstream(server, committed, http_upstream):
+    committed(upstream_row, tenant="acme", name="measured", **remote_fields(http_upstream))
+    committed(
+        upstream_row,
+        tenant="acme",
+        name="unmeasurable",
+        url=f"http://127.0.0.1:{free_port()}/mcp",
+        tool_names=["missing"],
+        connect_timeout_seconds=5,
+    )
+    async with sdk_client(server, Person("alice")) as (client, _):
+        for _ in range(3):
+            await client.call_tool("echo", {"text": "counted"})
+        await client.call_tool("fail", {})
+        with pytest.raises(MCPError):
+            await client.call_tool("missing", {})
+    samples = await _scrape(server)
+
+    def value(name: str, **labels: str) -> float:
+        return samples.get((name, frozenset(labels.items())), 0.0)
+
+    calls = "gatehouse_upstream_calls_total"
+    measured = {"upstream": "acme/measured", "method": "tools/call"}
+    assert value(calls, **measured, outcome="ok") == 3
+    assert value(calls, **measured, outcome="error") == 1
+    assert value("gatehouse_upstream_call_seconds_count", **measured) == 4
+    unmeasurable = {"upstream": "acme/unmeasurable", "method": "tools/call"}
+    assert value(calls, **unmeasurable, outcome="unavailable") == 1

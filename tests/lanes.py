@@ -1,0 +1,223 @@
+"""`make test` and `make check`: the suite's lanes side by side, each on its own database.
+
+On a 2-core machine the end-to-end tests spend most of their time waiting for the processes they
+start, so the in-process tests (and lint, types and the migration check) fit in beside them: the
+whole suite takes about as long as its end-to-end half. Each pytest lane gets a test database of its
+own (pytest-django's ``test_<name>``, from ``DATABASE_URL`` with a suffix) and a Redis database of
+its own (``TEST_REDIS_URL``; rate-limit keys carry a random prefix besides), so neither lane sees
+the other's rows.
+
+Each lane writes its whole output to ``$GATEHOUSE_ARTIFACTS_DIR/lanes/<lane>.log``. When all have
+ended, their logs are printed one after the other, then each pytest lane's 25 slowest tests and
+closing line, and last one line that adds the lanes up: ``lanes: N passed, M failed``. The exit
+status is 1 if any lane failed.
+
+    python -m tests.lanes            # static, in-process and end-to-end (make test)
+    python -m tests.lanes --check    # static and in-process only (make check)
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+BASE_DIR = Path(__file__).resolve().parents[1]
+VENV_BIN = Path(sys.executable).parent
+DEFAULT_DATABASE_URL = "postgres://postgres@127.0.0.1:5432/gatehouse"
+DEFAULT_REDIS = "redis://127.0.0.1:6379"
+# pytest's closing line: "=== 12 failed, 3790 passed, 2 errors in 812.40s (0:13:32) ==="
+_SUMMARY = re.compile(r"^=+ (?P<body>.*\d+ (?:passed|failed|error|errors|skipped|deselected).*) in [\d.]+s")
+_COUNT = re.compile(r"(\d+) (passed|failed|errors?|skipped|xfailed|xpassed|deselected)")
+
+
+@dataclass
+class Lane:
+    name: str
+    commands: list[list[str]]
+    env: dict[str, str] = field(default_factory=dict)
+    pytest: bool = False
+    log_path: Path = Path()
+    process: subprocess.Popen[bytes] | None = None
+    started: float = 0.0
+    seconds: float = 0.0
+    status: int | None = None
+
+
+def _lane_database_url(base: str, suffix: str) -> str:
+    parts = urlsplit(base)
+    name = parts.path.lstrip("/") or "gatehouse"
+    return urlunsplit(parts._replace(path=f"/{name}_{suffix}"))
+
+
+def _pytest(marker: str, extra: list[str]) -> list[str]:
+    return [str(VENV_BIN / "pytest"), "-m", marker, "-p", "no:cacheprovider", *extra]
+
+
+def lanes_plan(*, check_only: bool, pytest_args: list[str]) -> list[Lane]:
+    database_url = os.environ.get("DATABASE_URL") or DEFAULT_DATABASE_URL
+    static = Lane(
+        name="static",
+        commands=[
+            [str(VENV_BIN / "ruff"), "check", "."],
+            [str(VENV_BIN / "ruff"), "format", "--check", "."],
+            [str(VENV_BIN / "lint-imports"), "--no-cache"],
+            [str(VENV_BIN / "mypy"), "."],
+            [
+                sys.executable,
+                "-W",
+                "ignore::RuntimeWarning",
+                "manage.py",
+                "makemigrations",
+                "--check",
+                "--dry-run",
+            ],
+        ],
+        # manage.py and mypy read the product's settings; no database is touched.
+        env={"SECRET_KEY": os.environ.get("SECRET_KEY", "test-only-secret"), "DATABASE_URL": database_url},
+    )
+    in_process = Lane(
+        name="in-process",
+        commands=[_pytest("not e2e", pytest_args)],
+        env={
+            "DATABASE_URL": _lane_database_url(database_url, "inprocess"),
+            "TEST_REDIS_URL": f"{DEFAULT_REDIS}/1",
+        },
+        pytest=True,
+    )
+    lanes = [static, in_process]
+    if not check_only:
+        lanes.append(
+            Lane(
+                name="e2e",
+                commands=[_pytest("e2e", pytest_args)],
+                env={
+                    "DATABASE_URL": _lane_database_url(database_url, "e2e"),
+                    "TEST_REDIS_URL": f"{DEFAULT_REDIS}/2",
+                },
+                pytest=True,
+            )
+        )
+    return lanes
+
+
+def _script(lane: Lane) -> str:
+    """One shell line that runs the lane's commands in turn, each announced, and fails if any did."""
+    parts = []
+    for command in lane.commands:
+        quoted = " ".join(_quote(arg) for arg in command)
+        parts.append(f"echo '$ {quoted}'; {quoted} || status=1")
+    return "status=0; " + "; ".join(parts) + "; exit $status"
+
+
+def _quote(arg: str) -> str:
+    return "'" + arg.replace("'", "'\"'\"'") + "'" if re.search(r"[^\w@%+=:,./-]", arg) else arg
+
+
+def lane_start(lane: Lane, *, logs_dir: Path) -> None:
+    lane.log_path = logs_dir / f"{lane.name}.log"
+    lane.started = time.monotonic()
+    lane.process = subprocess.Popen(
+        ["bash", "-c", _script(lane)],
+        cwd=BASE_DIR,
+        env={**os.environ, **lane.env},
+        stdout=lane.log_path.open("wb"),
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+    )
+
+
+def pytest_counts(log: str) -> dict[str, int]:
+    """The closing line's counts, or an empty dict when pytest never got that far."""
+    for line in reversed(log.splitlines()):
+        match = _SUMMARY.match(line)
+        if match:
+            counts: dict[str, int] = {}
+            for number, word in _COUNT.findall(match["body"]):
+                key = "errors" if word.startswith("error") else word
+                counts[key] = counts.get(key, 0) + int(number)
+            return counts
+    return {}
+
+
+def _slowest(log: str) -> str:
+    match = re.search(r"^=+ slowest \d+ durations =+$.*?(?=^=+ )", log, re.MULTILINE | re.DOTALL)
+    return match.group(0).rstrip() if match else "(no durations: pytest did not finish)"
+
+
+def _closing(log: str) -> str:
+    for line in reversed(log.splitlines()):
+        if _SUMMARY.match(line):
+            return line
+    return "(no closing line)"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--check", action="store_true", help="static and in-process lanes only")
+    parser.add_argument("pytest_args", nargs="*", help="passed on to both pytest lanes")
+    args = parser.parse_args(argv)
+
+    artifacts = Path(os.environ.get("GATEHOUSE_ARTIFACTS_DIR") or BASE_DIR / ".ci" / "artifacts")
+    logs_dir = artifacts / "lanes"
+    logs_dir.mkdir(parents=True, exist_ok=True)
+    (logs_dir / "closing.txt").unlink(missing_ok=True)
+    lanes = lanes_plan(check_only=args.check, pytest_args=args.pytest_args)
+    started = time.monotonic()
+    for lane in lanes:
+        lane_start(lane, logs_dir=logs_dir)
+        print(f"lane {lane.name}: started, output in {lane.log_path}", flush=True)
+    try:
+        pending = list(lanes)
+        while pending:
+            for lane in list(pending):
+                assert lane.process is not None
+                if lane.process.poll() is not None:
+                    lane.status = lane.process.returncode
+                    lane.seconds = time.monotonic() - lane.started
+                    pending.remove(lane)
+                    verdict = "passed" if lane.status == 0 else f"FAILED (exit {lane.status})"
+                    print(f"lane {lane.name}: {verdict} in {lane.seconds:.0f} s", flush=True)
+            time.sleep(0.5)
+    except KeyboardInterrupt:
+        for lane in lanes:
+            if lane.process is not None and lane.process.poll() is None:
+                lane.process.terminate()
+        raise
+
+    totals = {"passed": 0, "failed": 0}
+    for lane in lanes:
+        log = lane.log_path.read_text(errors="replace")
+        print(f"\n{'#' * 30} lane {lane.name}: the whole log {'#' * 30}\n{log}", flush=True)
+    print(f"\n{'#' * 30} summaries {'#' * 30}")
+    for lane in lanes:
+        verdict = "passed" if lane.status == 0 else f"FAILED (exit {lane.status})"
+        print(f"\nlane {lane.name}: {verdict} in {lane.seconds:.0f} s")
+        if lane.pytest:
+            log = lane.log_path.read_text(errors="replace")
+            print(_slowest(log))
+            print(_closing(log))
+            counts = pytest_counts(log)
+            totals["passed"] += counts.get("passed", 0)
+            # A lane that failed without a closing line (a crash, a collection error) counts as one.
+            failed = counts.get("failed", 0) + counts.get("errors", 0)
+            totals["failed"] += failed if counts or lane.status == 0 else 1
+    print(f"\nwall time: {time.monotonic() - started:.0f} s")
+    failed_lanes = [lane.name for lane in lanes if lane.status != 0]
+    if failed_lanes:
+        print(f"failed lanes: {', '.join(failed_lanes)}")
+    closing = f"lanes: {totals['passed']} passed, {totals['failed']} failed"
+    print(closing)
+    # .ci/run prints it again as the very last line of its log, after the topology figures.
+    (logs_dir / "closing.txt").write_text(closing + "\n")
+    return 1 if failed_lanes else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
