@@ -2,12 +2,17 @@
 
 On PostgreSQL it is a database of its own (``<default database>_sample_acme``); on the embedded
 SQLite default, the file ``.local/sample_acme.sqlite3``. The rows come from a seeded random
-generator, so every run builds the same data; a database already filled is left alone.
+generator, so every run builds the same data. A database already filled with this version of the
+data is left alone; one filled by another version (a change to the generator, its constants or
+the tables) is emptied and filled again, so a sample never describes data the code no longer
+makes. The version is kept beside the data, never in a table of its own (the data agent would
+read it as part of the sample): PostgreSQL's comment on the database, SQLite's ``user_version``.
 """
 
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
 import hmac
 import logging
@@ -164,9 +169,30 @@ def sample_rows() -> dict[str, list[tuple[Any, ...]]]:
     }
 
 
+@functools.cache
+def sample_version() -> str:
+    """A fingerprint of the tables and every row: it changes whenever the sample would."""
+    digest = hashlib.sha256()
+    digest.update(repr((DDL, INSERTS)).encode())
+    for table, rows in sample_rows().items():
+        digest.update(repr((table, rows)).encode())
+    return f"gatehouse-sample {digest.hexdigest()[:32]}"
+
+
+def sample_sqlite_version() -> int:
+    """The version as SQLite's ``user_version``: a positive 31-bit number."""
+    return int(sample_version().rsplit(" ", 1)[1][:8], 16) & 0x7FFFFFFF or 1
+
+
+# Dependents first, for the DROPs of a sample made by another version.
+_TABLES_DROP_ORDER = ("order_lines", "orders", "products", "customers", "regions")
+
+
 def _fill(
     execute: Callable[[str, Sequence[Any]], Any], executemany: Callable[[str, list[Any]], Any], mark: str
 ) -> None:
+    for table in _TABLES_DROP_ORDER:
+        execute(f"DROP TABLE IF EXISTS {table}", ())
     for statement in DDL:
         execute(statement, ())
     for table, rows in sample_rows().items():
@@ -180,12 +206,18 @@ def _postgres_sample(*, name: str) -> SampleDatabase:
         exists = admin.execute("SELECT 1 FROM pg_database WHERE datname = %s", [name]).fetchone()
         if not exists:
             admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    version = sample_version()
     with psycopg.connect(**{**params, "dbname": name, "autocommit": False}) as conn:
-        filled = conn.execute("SELECT to_regclass('public.order_lines')").fetchone()
-        if filled is None or filled[0] is None:
-            # One transaction: a half-filled sample never counts as filled.
+        # Two processes ensuring the sample at once: the second waits, then finds it filled.
+        conn.execute("SELECT pg_advisory_xact_lock(hashtext('gatehouse sample fill'))")
+        stored = conn.execute(
+            "SELECT shobj_description(oid, 'pg_database') FROM pg_database WHERE datname = current_database()"
+        ).fetchone()
+        if stored is None or stored[0] != version:
+            # One transaction, the version with the rows: a half-filled sample never counts as filled.
             with conn.cursor() as cursor:
                 _fill(cursor.execute, cursor.executemany, "%s")
+                _postgres_version_mark(conn, name=name, version=version)
     reader = _reader_role(params=params, database=name)
     user, password = reader or (str(params.get("user") or ""), params.get("password"))
     user = quote(user, safe="")
@@ -193,6 +225,20 @@ def _postgres_sample(*, name: str) -> SampleDatabase:
     host = params.get("host") or "127.0.0.1"
     port = params.get("port") or 5432
     return SampleDatabase(kind=DataSourceKind.POSTGRES, url=f"postgresql://{auth}{host}:{port}/{quote(name)}")
+
+
+def _postgres_version_mark(conn: psycopg.Connection[Any], *, name: str, version: str) -> None:
+    """Only the database's owner may comment on it; a sample database someone else made is filled
+    all the same, and filled again at the next start (a warning says why)."""
+    try:
+        with conn.transaction():
+            conn.execute(
+                sql.SQL("COMMENT ON DATABASE {} IS {}").format(sql.Identifier(name), sql.Literal(version))
+            )
+    except psycopg.errors.InsufficientPrivilege:
+        logger.warning(
+            "Cannot record the sample's version on %s (not its owner); it is refilled at each start", name
+        )
 
 
 CREATE_ROLE = sql.SQL("CREATE ROLE {} WITH LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE PASSWORD {}")
@@ -235,9 +281,10 @@ def sample_sqlite_create(*, path: Path) -> SampleDatabase:
     path.parent.mkdir(parents=True, exist_ok=True)
     conn = sqlite3.connect(path)
     try:
+        version = sample_sqlite_version()
         with conn:
-            filled = conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'order_lines'").fetchone()
-            if not filled:
+            stored = conn.execute("PRAGMA user_version").fetchone()
+            if stored is None or stored[0] != version:
                 # SQLite has no DATE or DECIMAL type: dates are ISO text and prices floats.
                 conn.execute("PRAGMA foreign_keys = ON")
                 _fill(
@@ -245,6 +292,8 @@ def sample_sqlite_create(*, path: Path) -> SampleDatabase:
                     lambda statement, rows: conn.executemany(statement, [_sqlite_row(r) for r in rows]),
                     "?",
                 )
+                # A PRAGMA takes no parameter; the value is our own integer.
+                conn.execute(f"PRAGMA user_version = {int(version)}")
     finally:
         conn.close()
     return SampleDatabase(kind=DataSourceKind.SQLITE, url=f"sqlite:///{path.resolve()}")

@@ -11,12 +11,21 @@ from django.db import connections
 from core import db as core_db
 from tests.support.factories import MembershipFactory, TenantFactory, UserFactory
 from tests.support.ratelimit_support import rate_limit_reset_for_tests
+from tests.support.sample_databases import sample_databases_drop
 
 
 def pytest_configure(config: pytest.Config) -> None:
     engine = settings.DATABASES["default"]["ENGINE"]
     if "postgresql" not in engine:
         raise pytest.UsageError(f"The test suite runs on PostgreSQL; set DATABASE_URL (engine is {engine}).")
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """The sample databases this run made (tests/support/sample_databases.py) go with it; by now
+    pytest-django has dropped the test database and every server has stopped."""
+    database = settings.DATABASES["default"]
+    test_database = (database.get("TEST") or {}).get("NAME") or f"test_{database['NAME']}"
+    sample_databases_drop(test_database=test_database)
 
 
 # Where a test lives says what it costs (docs/testing.md): everything under tests/e2e/ and

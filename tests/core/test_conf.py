@@ -93,7 +93,11 @@ def test_every_key_has_the_type_it_declares_under_the_real_settings():
 
 
 def test_every_key_is_named_after_the_environment_variable_it_comes_from():
-    for key, variables in _gatehouse_sources().items():
+    sources = _gatehouse_sources()
+    # Both kinds are there to check: every family is read, and so is a plain key or more.
+    assert set(FAMILIES) <= set(sources)
+    assert set(sources) - set(FAMILIES)
+    for key, variables in sources.items():
         if key in FAMILIES:
             assert variables, key
             assert all(variable.startswith(FAMILIES[key]) for variable in variables), (key, variables)

@@ -1,5 +1,6 @@
 """Data sources keep their URLs encrypted; ontologies are found only in their own tenant and only
-when ready; the demo's sample database is realistic, deterministic and created once."""
+when ready; the demo's sample database is realistic, deterministic, created once per version of
+its data, and a test run's samples go with it."""
 
 from __future__ import annotations
 
@@ -21,10 +22,13 @@ from data_agent.sample import (
     FIRST_ORDER_DATE,
     LAST_ORDER_DATE,
     ONTOLOGY_NAME,
+    _postgres_sample,
     sample_database_create,
     sample_database_ensure,
     sample_rows,
     sample_sqlite_create,
+    sample_sqlite_version,
+    sample_version,
 )
 from data_agent.selectors import (
     ONTOLOGY_NOT_FOUND,
@@ -36,6 +40,7 @@ from data_agent.services import data_source_create
 from mcp_gateway.models import TenantToolset
 from tests.support.admin_support import admin_url
 from tests.support.factories import DatasetFactory, DataSourceFactory, OntologyFactory, TenantFactory
+from tests.support.sample_databases import sample_databases_drop
 
 pytestmark = pytest.mark.django_db
 
@@ -238,3 +243,95 @@ def test_the_demo_bootstrap_gives_acme_its_sample_ontology(monkeypatch):
     ontology = Ontology.objects.get(tenant__slug="acme", name=ONTOLOGY_NAME)
     assert ontology.status == OntologyStatus.READY
     assert TenantToolset.objects.get(tenant__slug="acme", toolset="data_agent").enabled
+
+
+def _sample_admin(url: str) -> psycopg.Connection:
+    """Gatehouse's own credentials on a sample database (the URL's role may only read)."""
+    from core.db import psycopg_connect_kwargs
+
+    return psycopg.connect(**{**psycopg_connect_kwargs(), "dbname": url.rsplit("/", 1)[1]})
+
+
+def _version_on(conn: psycopg.Connection) -> str | None:
+    row = conn.execute(
+        "SELECT shobj_description(oid, 'pg_database') FROM pg_database WHERE datname = current_database()"
+    ).fetchone()
+    return row[0] if row else None
+
+
+def test_a_sample_filled_by_another_version_of_the_data_is_filled_again():
+    sample = sample_database_create(tenant_slug="reload")
+    with _sample_admin(sample.url) as conn:
+        assert _version_on(conn) == sample_version()
+        conn.execute("DELETE FROM order_lines WHERE order_id > 10")
+        conn.execute(
+            sql.SQL("COMMENT ON DATABASE {} IS 'gatehouse-sample 0123'").format(
+                sql.Identifier(sample.url.rsplit("/", 1)[1])
+            )
+        )
+
+    sample_database_create(tenant_slug="reload")
+
+    with _sample_admin(sample.url) as conn:
+        assert conn.execute("SELECT count(*) FROM order_lines").fetchone() == (
+            len(sample_rows()["order_lines"]),
+        )
+        assert _version_on(conn) == sample_version()
+
+
+def test_a_sample_of_this_version_is_left_as_it_is():
+    sample = sample_database_create(tenant_slug="kept")
+    with _sample_admin(sample.url) as conn:
+        conn.execute("INSERT INTO regions (id, name, country) VALUES (999, 'Marker', 'Nowhere')")
+
+    sample_database_create(tenant_slug="kept")
+
+    with _sample_admin(sample.url) as conn:
+        assert conn.execute("SELECT name FROM regions WHERE id = 999").fetchone() == ("Marker",)
+
+
+def test_a_sqlite_sample_of_another_version_is_filled_again_and_of_this_one_kept(tmp_path):
+    import sqlite3
+
+    path = tmp_path / "sample.sqlite3"
+    sample_sqlite_create(path=path)
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("PRAGMA user_version").fetchone() == (sample_sqlite_version(),)
+        conn.execute("INSERT INTO regions (id, name, country) VALUES (999, 'Marker', 'Nowhere')")
+    sample_sqlite_create(path=path)
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("SELECT name FROM regions WHERE id = 999").fetchone() == ("Marker",)
+        conn.execute("PRAGMA user_version = 7")
+    conn.close()
+
+    sample_sqlite_create(path=path)
+
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("SELECT count(*) FROM regions WHERE id = 999").fetchone() == (0,)
+        assert conn.execute("SELECT count(*) FROM orders").fetchone() == (len(sample_rows()["orders"]),)
+        assert conn.execute("PRAGMA user_version").fetchone() == (sample_sqlite_version(),)
+    conn.close()
+
+
+def test_a_runs_sample_databases_and_their_reader_roles_are_dropped_with_it():
+    # Another run's name: this lane's own samples stay for the tests after this one.
+    test_database = f"test_gatehouse_run{uuid.uuid4().hex[:8]}"
+    made = [_postgres_sample(name=f"{test_database}_sample_{slug}") for slug in ("acme", "globex")]
+    names = sorted(sample.url.rsplit("/", 1)[1] for sample in made)
+    other_run = sample_database_create(tenant_slug="acme").url.rsplit("/", 1)[1]
+
+    dropped = sample_databases_drop(test_database=test_database)
+
+    assert dropped == names
+    with _sample_admin(f"/{other_run}") as conn:
+        left = conn.execute("SELECT datname FROM pg_database WHERE datname = ANY(%s)", [[*names, other_run]])
+        assert left.fetchall() == [(other_run,)]
+        roles = conn.execute(
+            "SELECT count(*) FROM pg_roles WHERE rolname = ANY(%s)", [[f"{n}_reader" for n in names]]
+        )
+        assert roles.fetchone() == (0,)
+
+
+def test_only_a_test_database_s_samples_are_ever_dropped():
+    with pytest.raises(ValueError, match="not a test database"):
+        sample_databases_drop(test_database="gatehouse")

@@ -141,12 +141,22 @@ def _pod_spec(resource: dict[str, Any]) -> dict[str, Any] | None:
     return None
 
 
+# Every workload that runs a pod: the checks that loop over pods check these four, no fewer.
+POD_OWNERS = {
+    "Job/gatehouse-migrate",
+    "Deployment/gatehouse-web",
+    "Deployment/gatehouse-worker",
+    "CronJob/gatehouse-purge",
+}
+
+
 def _pod_specs() -> list[tuple[str, dict[str, Any]]]:
     specs = []
     for resource in _built():
         spec = _pod_spec(resource)
         if spec is not None:
             specs.append((f"{resource['kind']}/{resource['metadata']['name']}", spec))
+    assert {label for label, _ in specs} == POD_OWNERS
     return specs
 
 

@@ -34,7 +34,7 @@ pytestmark = pytest.mark.django_db
 
 RUNNER = BASE_DIR / "tests" / "conformance" / "as-conformance"
 SCENARIOS = ("authorization-server-metadata-endpoint", "authorization-code-grant")
-# The first run on a fresh machine installs Node 22 and the suite.
+# The suite itself is installed beforehand (make conformance-tools; tests/e2e/conformance/conftest.py).
 SUITE_TIMEOUT_SECONDS = 600
 
 
