@@ -158,6 +158,30 @@ def _closing(log: str) -> str:
     return "(no closing line)"
 
 
+# The end-to-end lane's servers hold about 65 connections at once, beside the in-process lane's.
+CONNECTIONS_NEEDED = 200
+
+
+def _connections_warn() -> None:
+    """Say so at the start, not as 'too many clients' failures half-way (.ci/run raises it)."""
+    server = urlunsplit(
+        urlsplit(os.environ.get("DATABASE_URL") or DEFAULT_DATABASE_URL)._replace(path="/postgres")
+    )
+    shown = subprocess.run(
+        ["psql", server, "-Atc", "SHOW max_connections"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if shown.returncode == 0 and shown.stdout.strip().isdigit() and int(shown.stdout) < CONNECTIONS_NEEDED:
+        print(
+            f"warning: PostgreSQL's max_connections is {shown.stdout.strip()}; the lanes need about "
+            f"{CONNECTIONS_NEEDED} (ALTER SYSTEM SET max_connections = 300, then restart PostgreSQL; "
+            ".ci/run does it)",
+            flush=True,
+        )
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--check", action="store_true", help="static and in-process lanes only")
@@ -169,6 +193,8 @@ def main(argv: list[str] | None = None) -> int:
     logs_dir.mkdir(parents=True, exist_ok=True)
     (logs_dir / "closing.txt").unlink(missing_ok=True)
     lanes = lanes_plan(check_only=args.check, pytest_args=args.pytest_args)
+    if not args.check:
+        _connections_warn()
     started = time.monotonic()
     for lane in lanes:
         lane_start(lane, logs_dir=logs_dir)

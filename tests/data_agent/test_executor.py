@@ -25,6 +25,7 @@ from data_agent.executor import (
     json_safe,
     query_execute,
 )
+from tests.support.waiting import wait_until
 
 
 @pytest.fixture(scope="module")
@@ -53,6 +54,15 @@ def _pg_count(url: str) -> int:
         row = conn.execute("SELECT count(*) FROM items").fetchone()
         assert row is not None
         return int(row[0])
+
+
+def _sleeping(url: str) -> bool:
+    """Whether a query of the database at ``url`` is inside ``pg_sleep`` now."""
+    with psycopg.connect(url) as conn:
+        found = conn.execute(
+            "SELECT 1 FROM pg_stat_activity WHERE datname = current_database() AND wait_event = 'PgSleep'"
+        ).fetchone()
+        return found is not None
 
 
 @pytest.fixture
@@ -155,7 +165,7 @@ def test_a_cancelled_query_stops_in_the_database_long_before_its_timeout(pg_url)
     started = time.monotonic()
     thread = threading.Thread(target=run)
     thread.start()
-    time.sleep(0.5)
+    wait_until(lambda: _sleeping(pg_url), within=30, what="the query running in the database")
     cancel.cancel()
     thread.join(timeout=30)
     assert not thread.is_alive()

@@ -13,10 +13,11 @@ import pytest
 import redis
 
 from core.errors import InvalidInput, RateLimited, Timeout
-from data_agent import query_slots
+from data_agent import query_pool, query_slots
 from data_agent.query_pool import QuerySource, query_run_fairly
 from data_agent.query_slots import QueryCaller, query_slot_take
 from tests.support.ratelimit_support import TEST_REDIS_URL
+from tests.support.waiting import eventually
 
 REDIS_URL = TEST_REDIS_URL
 # Nothing listens on port 9 (discard) here: a Redis that does not answer.
@@ -66,6 +67,12 @@ def source(tmp_path) -> QuerySource:
         allowed_tables=frozenset({"items"}),
         datasets_by_table={"items": "Items"},
     )
+
+
+def _running(source: QuerySource) -> int:
+    """How many queries hold one of the source's threads in this process now."""
+    pool = query_pool._pools.get(source.id)
+    return len(pool.running) if pool is not None else 0
 
 
 async def _refusal(caller: QueryCaller, query_seconds: float = 2) -> RateLimited:
@@ -152,7 +159,7 @@ async def test_a_data_source_runs_only_as_many_queries_as_it_has_threads(limits,
         asyncio.create_task(query_run_fairly(caller=caller, source=source, sql=ENDLESS))
         for caller in (ALICE, BOB)
     ]
-    await asyncio.sleep(0.2)
+    await eventually(lambda: _running(source) == 2, within=30, what="both queries on the source's threads")
     started = time.monotonic()
     with pytest.raises(RateLimited) as refused:
         await query_run_fairly(caller=CAROL, source=source, sql="SELECT id FROM items")
@@ -176,11 +183,11 @@ async def test_every_slot_comes_back_after_a_timeout_an_error_and_a_cancellation
         await query_run_fairly(caller=ALICE, source=source, sql="DELETE FROM items")
 
     task = asyncio.create_task(query_run_fairly(caller=ALICE, source=source, sql=ENDLESS))
-    await asyncio.sleep(0.2)
+    await eventually(lambda: _running(source) == 1, within=30, what="the query on the source's thread")
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
-    # The cancelled query stops at once (not at its 1 s limit) and gives its thread back.
-    await asyncio.sleep(0.3)
+    # The cancelled query stops at once (well before its 1 s limit) and gives its thread back.
+    await eventually(lambda: _running(source) == 0, within=0.3, what="the cancelled query's thread back")
     run = await query_run_fairly(caller=ALICE, source=source, sql="SELECT id FROM items ORDER BY id")
     assert run.result.rows == [[1], [2]]

@@ -1,8 +1,11 @@
 from __future__ import annotations
 
 import json
+import logging
 import threading
+import time
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
@@ -10,7 +13,8 @@ from asgiref.sync import sync_to_async
 from django.contrib.auth.models import Permission
 from django.contrib.contenttypes.models import ContentType
 from django.core.management import call_command
-from django.db import connection, connections
+from django.db import connection, connections, transaction
+from django.db.backends.utils import CursorWrapper
 from django.db.models import Max
 from django.test import override_settings
 from oauth2_provider.models import Application
@@ -37,6 +41,8 @@ from upstreams.models import Upstream
 
 SERVER_DB_APPLICATION = "gatehouse-e2e-server"
 
+logger = logging.getLogger(__name__)
+
 
 def _database_url() -> str:
     db = connection.settings_dict
@@ -52,33 +58,137 @@ def _database_url() -> str:
 _KEPT_TABLES = {ContentType._meta.db_table, Permission._meta.db_table}
 
 
-def _committed_rows_truncate() -> None:
-    """Empty every table but the kept ones. Sequences go on counting, so no row made later reuses
-    the primary key of one a server process may still remember."""
-    tables = sorted(
+@dataclass(frozen=True)
+class _Snapshot:
+    """Committed rows to put back: each non-empty table's in COPY's binary form, and where each
+    sequence had got to when they were read."""
+
+    rows: dict[str, bytes] = field(default_factory=dict)
+    sequences: dict[str, int] = field(default_factory=dict)
+
+
+_NOTHING = _Snapshot()
+
+# Those of the tables given with triggers of our own (a foreign key's are internal).
+_TRIGGERED_TABLES = """
+    SELECT DISTINCT c.relname FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid
+    WHERE NOT t.tgisinternal AND c.relname = ANY(%s) AND pg_table_is_visible(c.oid)
+"""
+_SEQUENCE_POSITIONS = """
+    SELECT format('%I.%I', schemaname, sequencename), last_value FROM pg_sequences
+    WHERE last_value IS NOT NULL
+"""
+_SEQUENCES_FORWARD = """
+    SELECT setval(name::regclass, position) FROM unnest(%s::text[], %s::bigint[]) AS s(name, position)
+    WHERE position > coalesce(pg_sequence_last_value(name::regclass), 0)
+"""
+
+
+def _tables_not_kept() -> list[str]:
+    return sorted(
         set(connection.introspection.django_table_names(only_existing=True, include_views=False))
         - _KEPT_TABLES
     )
-    with connection.cursor() as cursor:
-        # A server connection left inside a transaction would make TRUNCATE wait for ever; fail instead.
-        cursor.execute("SET lock_timeout = '30s'")
-        cursor.execute(f"TRUNCATE {', '.join(connection.ops.quote_name(table) for table in tables)}")
+
+
+def _snapshot_take() -> _Snapshot:
+    """Every table's committed rows but the kept ones', read at one instant."""
+    rows: dict[str, bytes] = {}
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+        for table in _tables_not_kept():
+            with cursor.copy(f"COPY {connection.ops.quote_name(table)} TO STDOUT (FORMAT BINARY)") as copy:
+                data = b"".join(copy)
+            if cursor.rowcount:
+                rows[table] = data
+        cursor.execute(_SEQUENCE_POSITIONS)
+        sequences = dict(cursor.fetchall())
+    return _Snapshot(rows=rows, sequences=sequences)
+
+
+def _committed_rows_replace(snapshot: _Snapshot) -> None:
+    """Make every table but the kept ones hold exactly ``snapshot``'s rows, in one transaction.
+
+    The rows keep their keys. Sequences go on counting (neither DELETE nor the in-process tests'
+    flush sets one back, and one set back is moved past where it was when the snapshot was read),
+    so no row made later reuses the primary key of one a server process may still remember."""
+    tables = _tables_not_kept()
+    quote = connection.ops.quote_name
+    with transaction.atomic(), connection.cursor() as cursor:
+        # A server connection left inside a transaction would make the lock wait for ever; fail instead.
+        cursor.execute("SET LOCAL lock_timeout = '30s'")
+        # As TRUNCATE would, wait for the writes under way and hold off new ones until the commit,
+        # so no row a server is writing now survives. DELETE then costs next to nothing on tables
+        # this small, where TRUNCATE makes new files for every table and index (a second in all).
+        cursor.execute(f"LOCK TABLE {', '.join(map(quote, tables))} IN EXCLUSIVE MODE")
+        cursor.execute(_TRIGGERED_TABLES, [tables])
+        triggered = [quote(table) for (table,) in cursor.fetchall()]
+        # The change log's rows are put back as the demo left them, and nothing more: a toolset
+        # row's trigger would log a change nobody made, and the log's trigger NOTIFY the servers,
+        # waking their streams.
+        _statements(cursor, [f"ALTER TABLE {table} DISABLE TRIGGER USER" for table in triggered])
+        _statements(cursor, [f"DELETE FROM {quote(table)}" for table in tables])  # noqa: S608 (quoted names)
+        for table, rows in snapshot.rows.items():
+            with cursor.copy(f"COPY {quote(table)} FROM STDIN (FORMAT BINARY)") as copy:
+                copy.write(rows)
+        if snapshot.sequences:
+            cursor.execute(_SEQUENCES_FORWARD, [list(snapshot.sequences), list(snapshot.sequences.values())])
+        # The foreign keys are DEFERRABLE INITIALLY DEFERRED, so the order above did not matter; they
+        # are checked here, as a table's triggers cannot be switched back on with checks pending.
+        cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")
+        _statements(cursor, [f"ALTER TABLE {table} ENABLE TRIGGER USER" for table in triggered])
+
+
+def _statements(cursor: CursorWrapper, statements: list[str]) -> None:
+    # One round trip: without parameters, psycopg sends them as one simple query.
+    if statements:
+        cursor.execute("; ".join(statements))
+
+
+@pytest.fixture(scope="session")
+def demo_snapshot(django_db_setup, django_db_blocker) -> _Snapshot:
+    """The demo tenants and people (``bootstrap_demo``), made once per run on empty tables and
+    read back as every table's rows. A demo that fails half-way leaves nothing behind, and every
+    module that asks afterwards fails with its error (pytest keeps a fixture's failure)."""
+    with django_db_blocker.unblock(), pytest.MonkeyPatch.context() as mp:
+        mp.setenv("DEMO_PASSWORD", DEMO_PASSWORD)
+        try:
+            _in_own_thread(lambda: _committed_rows_replace(_NOTHING))
+            started = time.monotonic()
+            _in_own_thread(lambda: call_command("bootstrap_demo", verbosity=0))
+            built = time.monotonic() - started
+            snapshot = _in_own_thread(_snapshot_take)
+        except BaseException:
+            _in_own_thread(lambda: _committed_rows_replace(_NOTHING))
+            raise
+    logger.info("bootstrap_demo took %.2f s; %d tables have rows", built, len(snapshot.rows))
+    return snapshot
 
 
 @pytest.fixture(scope="module", autouse=True)
-def demo(django_db_setup, django_db_blocker) -> Iterator[None]:
-    """The demo tenants and people, committed so the Daphne processes see them: made afresh for each
-    end-to-end module and truncated after it, with every other row its tests and the servers
-    committed. So no module, end-to-end or in-process, sees another's rows, in whatever order."""
+def demo(demo_snapshot, django_db_blocker) -> Iterator[None]:
+    """The demo, committed so the Daphne processes see it: the same rows with the same keys for
+    each end-to-end module, put back in place of every row the modules before it and the servers
+    committed, and removed after it with every row its tests and the servers committed. So no
+    module, end-to-end or in-process, sees another's rows, in whatever order, and a module that
+    changes alice or a toolset leaves the next one the demo as it was.
+
+    A server that remembers a demo row by its key forgets what a module changed in it: its toolset
+    and upstream caches are off (harness.py), and what else it keeps is keyed by token (gone with
+    the module) or checked against the row's version on each use.
+
+    Only the rows are put back. What the demo made outside them (the sample database
+    ``<database>_sample_acme`` and its reader role) was made once, and no test writes to it."""
     try:
-        with django_db_blocker.unblock(), pytest.MonkeyPatch.context() as mp:
-            mp.setenv("DEMO_PASSWORD", DEMO_PASSWORD)
-            _in_own_thread(lambda: call_command("bootstrap_demo", verbosity=0))
+        with django_db_blocker.unblock():
+            started = time.monotonic()
+            _in_own_thread(lambda: _committed_rows_replace(demo_snapshot))
+            logger.info("The demo was put back in %.3f s", time.monotonic() - started)
         yield
     finally:
-        # Also after a demo that failed half-way: nothing of it may reach the next module.
+        # Also after a restore that failed: nothing may reach the next module.
         with django_db_blocker.unblock():
-            _in_own_thread(_committed_rows_truncate)
+            _in_own_thread(lambda: _committed_rows_replace(_NOTHING))
 
 
 @pytest.fixture(scope="session")
@@ -148,27 +258,76 @@ def second_server(server, database_url, tmp_path_factory) -> Iterator[DaphneServ
     yield from _serve(tmp_path_factory, database_url, "second", public_url=server.public_url)
 
 
+# What the gateway servers' model answers until a test scripts its own answers.
+GATEWAY_SCRIPT_DEFAULT = {"responses": {"gateway": "Gatehouse is an MCP gateway."}}
+# The gateway servers' tool tasks go to this queue, which only gateway_jobs_worker takes: the main
+# worker has no script, so a step it took would call a real model.
+GATEWAY_TASK_QUEUE = "e2e-scripted-model"
+GATEWAY_WORKER_ID = "e2e-gateway-worker"
+
+
 @pytest.fixture(scope="session")
 def script_path(tmp_path_factory) -> Path:
-    """The LLM script ``gateway_server`` answers from; a test writes the answers it needs first."""
+    """The LLM script the gateway servers and their worker answer from. Before each test on them
+    ``_gateway_script_reset`` puts the default back; the test writes the answers it needs over it."""
     path = tmp_path_factory.mktemp("llm-gateway") / "script.json"
-    path.write_text(json.dumps({"responses": {"gateway": "Gatehouse is an MCP gateway."}}))
+    path.write_text(json.dumps(GATEWAY_SCRIPT_DEFAULT))
     return path
+
+
+@pytest.fixture(autouse=True)
+def _gateway_script_reset(request: pytest.FixtureRequest) -> None:
+    """The script holds the default whatever the test before (of any module, in any order) left in
+    it, or consumed of it."""
+    if "gateway_server" in request.fixturenames:
+        request.getfixturevalue("script_path").write_text(json.dumps(GATEWAY_SCRIPT_DEFAULT))
+
+
+def _gateway_env(script_path: Path) -> dict[str, str]:
+    return {
+        "LLM_MOCK_RESPONSES_FILE": str(script_path),
+        "JOBS_TOOL_TASK_QUEUE": GATEWAY_TASK_QUEUE,
+        "RATE_LIMIT_RULE_CACHE_SECONDS": "0",
+        "MCP_TOOLSET_CACHE_SECONDS": "0",
+        "AUDIT_REFUSAL_WINDOW_SECONDS": "0",
+    }
 
 
 @pytest.fixture(scope="session")
 def gateway_server(database_url, tmp_path_factory, script_path) -> Iterator[DaphneServer]:
     """A server whose language model calls are answered by litellm's ``mock_response`` from
     ``script_path``, with rate-limit rules, toolset switches and refusals seen at once."""
+    yield from _serve(tmp_path_factory, database_url, "llm-gateway", **_gateway_env(script_path))
+
+
+@pytest.fixture(scope="session")
+def second_gateway_server(
+    gateway_server, database_url, tmp_path_factory, script_path
+) -> Iterator[DaphneServer]:
+    """A second replica of ``gateway_server``, behind the same public URL and answering from the
+    same script."""
     yield from _serve(
         tmp_path_factory,
         database_url,
-        "llm-gateway",
-        LLM_MOCK_RESPONSES_FILE=str(script_path),
-        RATE_LIMIT_RULE_CACHE_SECONDS="0",
-        MCP_TOOLSET_CACHE_SECONDS="0",
-        AUDIT_REFUSAL_WINDOW_SECONDS="0",
+        "llm-gateway-second",
+        public_url=gateway_server.public_url,
+        **_gateway_env(script_path),
     )
+
+
+@pytest.fixture(scope="session")
+def gateway_jobs_worker(gateway_server, tmp_path_factory) -> Iterator[JobsWorkerProcess]:
+    """A ``manage.py jobs_worker`` for the gateway servers' tool tasks, its model answering from
+    the same script."""
+    worker = JobsWorkerProcess(
+        env=gateway_server.env,
+        log_path=tmp_path_factory.mktemp("gateway-worker") / "worker.log",
+        worker_id=GATEWAY_WORKER_ID,
+        queue=GATEWAY_TASK_QUEUE,
+    )
+    worker.start()
+    yield worker
+    worker.stop()
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
@@ -44,9 +44,59 @@ def _data_source_key() -> str:
 
 
 def free_port() -> int:
+    """A port nothing listens on at this moment: for an address that must refuse connections. A
+    server a test starts gets ``listening_socket`` instead, which keeps the port from then on."""
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+# Twisted's own default, which Daphne listened with when it bound its port itself.
+LISTEN_BACKLOG = 50
+
+
+def listening_socket(port: int = 0) -> socket.socket:
+    """A socket listening on 127.0.0.1 (on ``port``, or one the kernel picks), for a server process
+    to adopt (``pass_fds``). A port probed free and let go for the server to bind later may be
+    taken in between by any other process of a busy machine; this one is never let go."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        # A server started again on its port takes it back while its killed predecessor's
+        # connections linger in TIME_WAIT.
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(("127.0.0.1", port))
+        sock.listen(LISTEN_BACKLOG)
+    except OSError:
+        sock.close()
+        raise
+    return sock
+
+
+def serving_wait(
+    process: subprocess.Popen[bytes],
+    url: str,
+    *,
+    name: str,
+    log: Callable[[], str],
+    timeout: float = 60,
+    ready: Callable[[httpx.Response], bool] = lambda response: True,
+) -> None:
+    """Wait until ``url`` answers as ``ready`` wants. The process serves a socket bound before it
+    started (``listening_socket``), so a request waits in its queue until the server takes it, and
+    fails at once if the process dies, its socket (the only copy) closing with it."""
+    deadline = time.monotonic() + timeout
+    while True:
+        if process.poll() is not None:
+            raise RuntimeError(f"{name} exited early:\n{log()}")
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise RuntimeError(f"{name} did not become ready:\n{log()}")
+        try:
+            if ready(httpx.get(url, timeout=httpx.Timeout(5, read=left))):
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.05)
 
 
 class DaphneServer:
@@ -60,7 +110,8 @@ class DaphneServer:
         public_url: str | None = None,
         extra_env: dict[str, str] | None = None,
     ) -> None:
-        self.port = free_port()
+        self._listener: socket.socket | None = listening_socket()
+        self.port = int(self._listener.getsockname()[1])
         self.base_url = f"http://127.0.0.1:{self.port}"
         self.mcp_url = f"{self.base_url}/mcp"
         # Several processes behind one load balancer share one public URL.
@@ -102,6 +153,19 @@ class DaphneServer:
         }
         self.process: subprocess.Popen[bytes] | None = None
 
+    @property
+    def listening_fd(self) -> int:
+        """The descriptor of the socket the process serves, the same number in the process
+        (``pass_fds``); a server started again (after ``kill`` or ``stop``) binds its port anew."""
+        if self._listener is None:
+            self._listener = listening_socket(self.port)
+        return self._listener.fileno()
+
+    def _listener_close(self) -> None:
+        if self._listener is not None:
+            self._listener.close()
+            self._listener = None
+
     def command(self) -> list[str]:
         return [
             sys.executable,
@@ -110,46 +174,43 @@ class DaphneServer:
             # Daphne's own access log is plain text and keeps query strings; Gatehouse writes its own.
             "-v",
             "0",
-            "-b",
-            "127.0.0.1",
-            "-p",
-            str(self.port),
+            "--fd",
+            str(self.listening_fd),
             "config.asgi:application",
         ]
 
     def start(self) -> None:
-        log = self.log_path.open("wb")
-        self.process = subprocess.Popen(
-            self.command(),
-            cwd=BASE_DIR,
-            env=self.env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
+        try:
+            with self.log_path.open("wb") as log:
+                self.process = subprocess.Popen(
+                    self.command(),
+                    cwd=BASE_DIR,
+                    env=self.env,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    pass_fds=(self.listening_fd,),
+                )
+        finally:
+            # The process holds the only copy now: once it dies, its port refuses connections, as
+            # a dead server's does, instead of queueing them for nobody.
+            self._listener_close()
+        serving_wait(
+            self.process,
+            f"{self.base_url}/.well-known/oauth-authorization-server",
+            name="Daphne",
+            log=self.log,
+            ready=lambda response: response.status_code == 200,
         )
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise RuntimeError(f"Daphne exited early:\n{self.log_path.read_text()}")
-            try:
-                if (
-                    httpx.get(
-                        f"{self.base_url}/.well-known/oauth-authorization-server", timeout=2
-                    ).status_code
-                    == 200
-                ):
-                    return
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.2)
-        raise RuntimeError(f"Daphne did not become ready:\n{self.log_path.read_text()}")
 
     def kill(self) -> None:
         """Die the hard way, as a crashed or OOM-killed worker would."""
+        self._listener_close()
         if self.process is not None:
             self.process.kill()
             self.process.wait()
 
     def stop(self) -> None:
+        self._listener_close()
         if self.process is None:
             return
         self.process.terminate()

@@ -5,12 +5,29 @@ from __future__ import annotations
 import base64
 import hashlib
 import secrets
+from collections.abc import AsyncIterator, Callable, Iterable
+from contextlib import asynccontextmanager
+from datetime import timedelta
 from typing import Any
 from urllib.parse import urlencode
 
 import httpx
+import httpx2
+from django.utils import timezone
+from mcp.client import Client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.auth import OAuthToken
+from oauth2_provider.models import Application, set_token_value
+from oauth2_provider.settings import oauth2_settings
+from oauthlib.common import generate_token
 
-from tests.e2e.harness import REDIRECT_URI, Browser, DaphneServer, Person, redirect_params
+from accounts.models import Membership
+from accounts.scopes import scope_definitions, scopes_granted
+from tests.e2e.harness import REDIRECT_URI, Browser, DaphneServer, MemoryTokenStorage, Person, redirect_params
+from tests.support.factories import AccessTokenFactory, ApplicationFactory
+
+# What ``access_token`` (and ``OAuthDriver``) asks for unless told otherwise.
+DEFAULT_SCOPE = "mcp:read mcp:write"
 
 
 def pkce_pair() -> tuple[str, str]:
@@ -56,7 +73,7 @@ class OAuthDriver:
             "response_type": "code",
             "client_id": client_id,
             "redirect_uri": REDIRECT_URI,
-            "scope": "mcp:read mcp:write",
+            "scope": DEFAULT_SCOPE,
             "state": secrets.token_urlsafe(8),
             "resource": self.server.resource_url,
         }
@@ -143,9 +160,91 @@ class OAuthDriver:
 
 async def access_token(server: DaphneServer, person: Person, *, scope: str | None = None) -> str:
     """A token for the person, through registration, the browser pages and the token endpoint
-    (with ``scope``, those scopes; else ``mcp:read mcp:write``)."""
+    (with ``scope``, those scopes; else ``DEFAULT_SCOPE``)."""
     driver = OAuthDriver(server)
     try:
         return str((await driver.token_for(person, scope=scope))["access_token"])
     finally:
         await driver.aclose()
+
+
+# Tokens minted directly, for tests of what a token lets a client do rather than of how one is
+# obtained (tests/e2e/oauth/): a flow costs the server about a quarter of a second, a minted token
+# a hundredth. The client has a name of its own, so a test that looks at the client is seen to.
+MINTED_CLIENT_NAME = "Gatehouse e2e minted token"
+
+
+def _token_mint(*, person: Person, requested: list[str], resource: str, seconds: int) -> tuple[str, str]:
+    """(token, scope) as the flow would issue them: in ``person.tenant``, else the tenant the
+    consent page offers first; the requested scopes the role allows (oauth.authorize); stored as its
+    checksum only, for a public client registered as the flows' are."""
+    memberships = Membership.objects.filter(user__username=person.username, tenant__is_active=True)
+    if person.tenant is not None:
+        memberships = memberships.filter(tenant__slug=person.tenant)
+    membership = memberships.select_related("user", "tenant").order_by("tenant__slug").first()
+    assert membership is not None, f"{person.username} has no membership to mint a token in"
+    granted = scopes_granted(requested=requested, role=membership.role)
+    assert granted, f"the consent page would refuse {person.username}: the role allows none of {requested}"
+    application = ApplicationFactory(
+        name=MINTED_CLIENT_NAME,
+        redirect_uris=REDIRECT_URI,
+        registration_source=Application.RegistrationSource.DCR,
+    )
+    token = AccessTokenFactory.build(
+        membership=membership,
+        application=application,
+        scope=" ".join(granted),
+        expires=timezone.now() + timedelta(seconds=seconds),
+        resource=[resource],
+    )
+    raw_token = generate_token()
+    set_token_value(token, raw_token)
+    token.save()
+    return raw_token, token.scope
+
+
+def _minted(
+    committed: Callable[..., Any], server: DaphneServer, person: Person, *, requested: Iterable[str]
+) -> OAuthToken:
+    seconds = int(server.env.get("OAUTH_ACCESS_TOKEN_SECONDS", oauth2_settings.ACCESS_TOKEN_EXPIRE_SECONDS))
+    token, scope = committed(
+        _token_mint, person=person, requested=list(requested), resource=server.resource_url, seconds=seconds
+    )
+    return OAuthToken(access_token=token, expires_in=seconds, scope=scope)
+
+
+def minted_token(
+    committed: Callable[..., Any], server: DaphneServer, person: Person, *, scope: str | None = None
+) -> str:
+    """The token ``access_token(server, person, scope=scope)`` would get, made directly through the
+    ``committed`` fixture, which deletes it after the test."""
+    return _minted(committed, server, person, requested=(scope or DEFAULT_SCOPE).split()).access_token
+
+
+@asynccontextmanager
+async def minted_sdk_client(
+    committed: Callable[..., Any],
+    server: DaphneServer,
+    person: Person,
+    *,
+    mode: str = "legacy",
+    storage: MemoryTokenStorage | None = None,
+    transport: httpx2.AsyncBaseTransport | None = None,
+    **client_options: Any,
+) -> AsyncIterator[tuple[Client, MemoryTokenStorage]]:
+    """``sdk_client`` holding the token its flow would get, made directly: every scope the server's
+    challenge names (all there are) that the person's role allows. A ``storage`` that already holds
+    a token lends it, as one sign-in serves ``sdk_client``s sharing a storage. Nothing refreshes the
+    token or steps it up: tests of those stay on ``sdk_client``."""
+    storage = storage or MemoryTokenStorage()
+    if storage.tokens is None:
+        await storage.set_tokens(_minted(committed, server, person, requested=scope_definitions()))
+    assert storage.tokens is not None
+    headers = {"Authorization": f"Bearer {storage.tokens.access_token}"}
+    async with (
+        httpx2.AsyncClient(headers=headers, timeout=30, transport=transport) as http,
+        Client(
+            streamable_http_client(server.mcp_url, http_client=http), mode=mode, **client_options
+        ) as client,
+    ):
+        yield client, storage

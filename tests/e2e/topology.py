@@ -21,19 +21,20 @@ import os
 import pwd
 import secrets
 import signal
+import socket
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 from urllib.parse import urlsplit
 
 import httpx
 
-from tests.e2e.harness import BASE_DIR, DEMO_PASSWORD, E2E_SECRET_KEY, DaphneServer, free_port
+from tests.e2e.harness import BASE_DIR, DEMO_PASSWORD, E2E_SECRET_KEY, DaphneServer
 from tests.jobs.worker_process import JobsWorkerProcess
 
 WORKER_COUNT = 3
@@ -102,7 +103,7 @@ class Nginx:
     binary: str
     directory: Path
     upstream_ports: list[int]
-    port: int = field(default_factory=free_port)
+    port: int
     process: subprocess.Popen[bytes] | None = None
 
     @property
@@ -220,6 +221,23 @@ def worker_env(*, redis_url: str, metrics_dir: Path, metrics_token: str) -> dict
     }
 
 
+def port_reserve() -> socket.socket:
+    """A port held for nginx until it listens there. nginx cannot be handed a listening socket as
+    the workers are (``DaphneServer.listening_fd``: only nginx's own binary upgrade passes sockets
+    on), and its address must be known before the workers start, whose ``PUBLIC_URL`` it is. Bound
+    with SO_REUSEADDR and not listening, this socket keeps every other process's bind and
+    connection off the port, while nginx, which sets SO_REUSEADDR on its own, may still bind and
+    listen there: on Linux, sockets that all set it share a port unless one of them listens."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind(("127.0.0.1", 0))
+    except OSError:
+        sock.close()
+        raise
+    return sock
+
+
 @contextlib.contextmanager
 def topology_running(
     *, directory: Path, database_url: str, redis_url: str, nginx_binary: str
@@ -230,7 +248,8 @@ def topology_running(
     metrics_dir = directory / "prometheus"
     metrics_dir.mkdir(parents=True)
     metrics_token = secrets.token_urlsafe(24)
-    nginx_port = free_port()
+    reserved = port_reserve()
+    nginx_port = int(reserved.getsockname()[1])
     public_url = f"http://127.0.0.1:{nginx_port}"
     extra = worker_env(redis_url=redis_url, metrics_dir=metrics_dir, metrics_token=metrics_token)
     workers = [
@@ -272,6 +291,7 @@ def topology_running(
         topology.start_seconds = time.monotonic() - began
         yield topology
     finally:
+        reserved.close()
         nginx.stop()
         for worker in workers:
             worker.stop()

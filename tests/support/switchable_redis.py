@@ -10,8 +10,13 @@ import contextlib
 import socket
 import threading
 from types import TracebackType
+from urllib.parse import urlsplit
+
+from tests.support.ratelimit_support import TEST_REDIS_URL
 
 REDIS_ADDRESS = ("127.0.0.1", 6379)
+# The proxy serves the run's own Redis database, where the tests read what went through it.
+_DATABASE = urlsplit(TEST_REDIS_URL).path.lstrip("/") or "0"
 
 
 class SwitchableRedis:
@@ -25,7 +30,7 @@ class SwitchableRedis:
 
     @property
     def url(self) -> str:
-        return f"redis://127.0.0.1:{self._listener.getsockname()[1]}/0"
+        return f"redis://127.0.0.1:{self._listener.getsockname()[1]}/{_DATABASE}"
 
     def __enter__(self) -> SwitchableRedis:
         threading.Thread(target=self._accept, daemon=True).start()

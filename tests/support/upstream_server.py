@@ -1,5 +1,8 @@
 """An MCP server for the upstream tests, run as its own process over Streamable HTTP, SSE or stdio:
-``python tests/support/upstream_server.py http|sse|stdio [PORT] [--record FILE] [--oauth CLIENT_ID:SECRET]``.
+``python tests/support/upstream_server.py http|sse|stdio [PORT] [--fd N] [--record FILE]
+[--oauth CLIENT_ID:SECRET]``.
+With ``--fd`` it serves the socket its parent bound to PORT and handed it, so no other process can
+take the port between the parent choosing it and this one starting (``upstream_support``).
 
 Its tools report what Gatehouse sent it (the headers of the HTTP request, for the credential tests),
 send progress and log messages, wait to be cancelled, and ask the client through elicitation and
@@ -22,6 +25,7 @@ import base64
 import json
 import os
 import secrets
+import socket
 import time
 from pathlib import Path
 from typing import Annotated, Any
@@ -39,6 +43,9 @@ from starlette.responses import JSONResponse, Response
 parser = argparse.ArgumentParser()
 parser.add_argument("transport", choices=["http", "sse", "stdio"])
 parser.add_argument("port", nargs="?", type=int, default=0)
+parser.add_argument(
+    "--fd", type=int, help="serve the listening socket on this descriptor (bound to PORT by the parent)"
+)
 parser.add_argument("--record", default="")
 parser.add_argument(
     "--header-tool", action="store_true", help="also serve `route` (an x-mcp-header argument)"
@@ -269,12 +276,29 @@ if options.header_tool:
     server.add_tool(route, description="Say where a call was routed; its region rides Mcp-Param-Region.")
 
 
+def _serve_adopted(fd: int, security: TransportSecuritySettings) -> None:
+    """What ``server.run`` does over HTTP, on a socket the parent bound and listens on."""
+    import uvicorn
+
+    if options.transport == "sse":
+        app = server.sse_app(transport_security=security)
+    else:
+        app = server.streamable_http_app(transport_security=security)
+    # Made here rather than by uvicorn's own ``fd`` option, which takes every descriptor for a Unix
+    # socket, so its TCP connections would go without TCP_NODELAY.
+    listener = socket.socket(fileno=fd)
+    config = uvicorn.Config(app, log_level=server.settings.log_level.lower())
+    asyncio.run(uvicorn.Server(config).serve(sockets=[listener]))
+
+
 def main() -> None:
     if options.transport == "stdio":
         server.run("stdio")
         return
     security = TransportSecuritySettings(enable_dns_rebinding_protection=False)
-    if options.transport == "sse":
+    if options.fd is not None:
+        _serve_adopted(options.fd, security)
+    elif options.transport == "sse":
         server.run("sse", host="127.0.0.1", port=options.port, transport_security=security)
     else:
         server.run("streamable-http", host="127.0.0.1", port=options.port, transport_security=security)

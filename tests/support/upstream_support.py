@@ -4,25 +4,24 @@ rows that point Gatehouse at it."""
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
-import httpx
 from django.conf import settings
 
 from accounts.models import Tenant
-from tests.e2e.harness import free_port
+from tests.e2e.harness import listening_socket, serving_wait
 from upstreams.models import Upstream
 
 SERVER_SCRIPT = str(Path(settings.BASE_DIR) / "tests" / "support" / "upstream_server.py")
 
 
 class UpstreamProcess:
-    """``tests/support/upstream_server.py`` over http or sse on a free port; its record file says what
-    reached it."""
+    """``tests/support/upstream_server.py`` over http or sse on a socket bound for it here (on
+    ``port``, to start one again where a killed one was); its record file says what reached it."""
 
     def __init__(
         self, transport: str, *, workdir: Path, port: int | None = None, options: tuple[str, ...] = ()
@@ -30,7 +29,8 @@ class UpstreamProcess:
         self.transport = transport
         # More of the server's command-line options (``--oauth ID:SECRET``, ``--token-seconds N``).
         self.options = options
-        self.port = port or free_port()
+        self._listener: socket.socket | None = listening_socket(port or 0)
+        self.port = int(self._listener.getsockname()[1])
         self.record_path = workdir / f"upstream-{transport}-{self.port}.jsonl"
         self.log_path = workdir / f"upstream-{transport}-{self.port}.log"
         self.process: subprocess.Popen[bytes] | None = None
@@ -40,31 +40,45 @@ class UpstreamProcess:
         return f"http://127.0.0.1:{self.port}/{'sse' if self.transport == 'sse' else 'mcp'}"
 
     def start(self) -> UpstreamProcess:
-        self.process = subprocess.Popen(
-            [
-                sys.executable,
-                SERVER_SCRIPT,
-                self.transport,
-                str(self.port),
-                "--record",
-                str(self.record_path),
-                *self.options,
-            ],
-            stdout=self.log_path.open("ab"),
-            stderr=subprocess.STDOUT,
+        assert self._listener is not None, "an UpstreamProcess starts once; make another on its port"
+        fd = self._listener.fileno()
+        try:
+            with self.log_path.open("ab") as log:
+                self.process = subprocess.Popen(
+                    [
+                        sys.executable,
+                        SERVER_SCRIPT,
+                        self.transport,
+                        str(self.port),
+                        "--fd",
+                        str(fd),
+                        "--record",
+                        str(self.record_path),
+                        *self.options,
+                    ],
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    pass_fds=(fd,),
+                )
+        finally:
+            # The server's copy is the only one: once it is killed, its port refuses connections.
+            self._listener_close()
+        serving_wait(
+            self.process,
+            f"http://127.0.0.1:{self.port}/",
+            name="The upstream",
+            log=lambda: self.log_path.read_text(errors="replace"),
+            timeout=30,
         )
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise RuntimeError(f"The upstream exited early:\n{self.log_path.read_text()}")
-            try:
-                httpx.get(f"http://127.0.0.1:{self.port}/", timeout=1)
-                return self
-            except httpx.HTTPError:
-                time.sleep(0.1)
-        raise RuntimeError("The upstream did not start")
+        return self
+
+    def _listener_close(self) -> None:
+        if self._listener is not None:
+            self._listener.close()
+            self._listener = None
 
     def kill(self) -> None:
+        self._listener_close()
         if self.process is not None:
             self.process.kill()
             self.process.wait()

@@ -16,7 +16,7 @@ from django.core.management import call_command
 
 from core.models import AuditAction, AuditEvent, AuditOutcome
 from tests.e2e.harness import DaphneServer, Person
-from tests.e2e.oauth_driver import access_token
+from tests.e2e.oauth_driver import minted_token
 from tests.e2e.raw_mcp import RawMcp, sse_messages
 
 pytestmark = pytest.mark.django_db
@@ -51,9 +51,9 @@ async def _whoami(raw: RawMcp, server: DaphneServer, session_id: str) -> str:
     return request_id
 
 
-async def test_read_only_calls_answered_just_before_a_sigkill_all_keep_their_rows(doomed):
+async def test_read_only_calls_answered_just_before_a_sigkill_all_keep_their_rows(doomed, committed):
     server, spool = doomed
-    raw = RawMcp(await access_token(server, Person("alice")))
+    raw = RawMcp(minted_token(committed, server, Person("alice")))
     try:
         session_id = await raw.initialize(server.mcp_url)
         answered = await asyncio.gather(*[_whoami(raw, server, session_id) for _ in range(CALLS)])

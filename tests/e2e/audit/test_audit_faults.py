@@ -20,7 +20,7 @@ from django.db import connection
 from core.models import AuditEvent
 from tests.e2e.conftest import SERVER_DB_APPLICATION
 from tests.e2e.harness import DaphneServer, Person
-from tests.e2e.oauth_driver import access_token
+from tests.e2e.oauth_driver import minted_token
 from tests.e2e.raw_mcp import RawMcp, sse_messages
 
 pytestmark = pytest.mark.django_db
@@ -132,9 +132,9 @@ def _duplicated(request_ids: list[str]) -> int:
     return AuditEvent.objects.filter(request_id__in=request_ids).count() - len(set(request_ids))
 
 
-async def test_every_answered_call_has_its_audit_row_through_resets_and_a_killed_worker(workers):
+async def test_every_answered_call_has_its_audit_row_through_resets_and_a_killed_worker(workers, committed):
     first, second, spool = workers
-    load = Load(await access_token(first, Person("alice")), [first, second])
+    load = Load(minted_token(committed, first, Person("alice")), [first, second])
     started = time.monotonic()
     load.stop_at = started + RUN_SECONDS
 

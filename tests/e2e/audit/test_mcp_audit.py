@@ -10,6 +10,7 @@ from mcp.shared.exceptions import MCPError
 from core.audit import REDACTED
 from core.models import AuditAction, AuditEvent, AuditOutcome
 from tests.e2e.harness import Person, sdk_client
+from tests.e2e.oauth_driver import minted_sdk_client
 from tests.e2e.stamping import StampingTransport, audit_events
 
 pytestmark = pytest.mark.django_db
@@ -50,9 +51,9 @@ async def test_a_session_and_a_tool_call_are_audited_once_each_with_who_where_an
     assert await AuditEvent.objects.filter(session_id=session_id).acount() == 3
 
 
-async def test_a_call_refused_for_a_missing_scope_is_audited_as_permission_denied(server):
+async def test_a_call_refused_for_a_missing_scope_is_audited_as_permission_denied(server, committed):
     transport = StampingTransport()
-    async with sdk_client(server, Person("bob"), transport=transport) as (client, _):
+    async with minted_sdk_client(committed, server, Person("bob"), transport=transport) as (client, _):
         with pytest.raises(MCPError):
             await client.call_tool("set_display_name", {"display_name": "Bobby"})
 
@@ -67,9 +68,12 @@ async def test_a_call_refused_for_a_missing_scope_is_audited_as_permission_denie
     assert denied.detail["data"]["missing"] == ["mcp:write"]
 
 
-async def test_failed_and_invalid_calls_are_audited_with_their_error_code(faults_server):
+async def test_failed_and_invalid_calls_are_audited_with_their_error_code(faults_server, committed):
     transport = StampingTransport()
-    async with sdk_client(faults_server, Person("alice"), transport=transport) as (client, _):
+    async with minted_sdk_client(committed, faults_server, Person("alice"), transport=transport) as (
+        client,
+        _,
+    ):
         with pytest.raises(MCPError):
             await client.call_tool("fail_not_found", {})
         with pytest.raises(MCPError):
@@ -88,10 +92,13 @@ async def test_failed_and_invalid_calls_are_audited_with_their_error_code(faults
     assert (unknown.target, unknown.outcome, unknown.detail["code"]) == ("no_such_tool", "error", -32602)
 
 
-async def test_secret_arguments_never_reach_the_audit_trail(faults_server):
+async def test_secret_arguments_never_reach_the_audit_trail(faults_server, committed):
     transport = StampingTransport()
     note = "x" * 500
-    async with sdk_client(faults_server, Person("alice"), transport=transport) as (client, _):
+    async with minted_sdk_client(committed, faults_server, Person("alice"), transport=transport) as (
+        client,
+        _,
+    ):
         result = await client.call_tool("remember", {"note": note, "pin": "1234", "api_key": "sk-live-abc"})
     assert result.is_error is False
 
@@ -104,10 +111,10 @@ async def test_secret_arguments_never_reach_the_audit_trail(faults_server):
     assert "sk-live" not in json.dumps(event.detail)
 
 
-async def test_a_resource_read_is_audited(server, tenant_toolset):
+async def test_a_resource_read_is_audited(server, committed, tenant_toolset):
     tenant_toolset("acme", "conformance", enabled=True)
     transport = StampingTransport()
-    async with sdk_client(server, Person("alice"), transport=transport) as (client, _):
+    async with minted_sdk_client(committed, server, Person("alice"), transport=transport) as (client, _):
         await client.read_resource("test://static-text")
 
     [event] = await audit_events(transport.request_ids("resources/read")[0])
@@ -120,9 +127,11 @@ async def test_a_resource_read_is_audited(server, tenant_toolset):
     assert event.username == "alice"
 
 
-async def test_a_stand_alone_2026_call_is_audited_without_a_session(server):
+async def test_a_stand_alone_2026_call_is_audited_without_a_session(server, committed):
     transport = StampingTransport()
-    async with sdk_client(server, Person("alice"), mode="2026-07-28", transport=transport) as (client, _):
+    async with minted_sdk_client(
+        committed, server, Person("alice"), mode="2026-07-28", transport=transport
+    ) as (client, _):
         await client.call_tool("whoami", {})
 
     [event] = await audit_events(transport.request_ids("tools/call")[0])

@@ -16,7 +16,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlencode, urlsplit
 
 import pytest
-from playwright.async_api import Browser, Page, async_playwright, expect
+from playwright.async_api import Browser, Page, expect
 
 from tests.e2e.browser.pages import sign_in_by_keyboard
 from tests.e2e.harness import DEMO_PASSWORD
@@ -71,18 +71,15 @@ class PolicyWatch:
 
 
 @pytest.fixture
-async def chromium(server, chromium_path) -> AsyncIterator[Browser]:
-    async with async_playwright() as playwright:
-        browser = await playwright.chromium.launch(executable_path=str(chromium_path), headless=True)
-        try:
-            yield browser
-        finally:
-            await browser.close()
+async def chromium_browser(server, chromium) -> AsyncIterator[Browser]:
+    # Chromium drops a connection's contexts when it ends, so none outlives its test.
+    async with chromium.connect() as browser:
+        yield browser
 
 
-async def _fresh_page(chromium: Browser, server, watch: PolicyWatch) -> Page:
+async def _fresh_page(browser: Browser, server, watch: PolicyWatch) -> Page:
     """A page in a profile of its own: no cookies, so no session."""
-    context = await chromium.new_context(base_url=server.base_url, viewport={"width": 900, "height": 700})
+    context = await browser.new_context(base_url=server.base_url, viewport={"width": 900, "height": 700})
     return watch.watch(await context.new_page())
 
 
@@ -108,12 +105,12 @@ async def _arrived(page: Page, redirect_uri: str) -> dict[str, str]:
 
 
 async def test_allowing_on_the_consent_page_reaches_the_client_s_loopback_listener(
-    chromium, server, driver, client_listener
+    chromium_browser, server, driver, client_listener
 ):
     watch = PolicyWatch()
     client_id = await driver.register(redirect_uris=[client_listener])
     state = secrets.token_urlsafe(8)
-    page = await _fresh_page(chromium, server, watch)
+    page = await _fresh_page(chromium_browser, server, watch)
     await page.goto(_authorize_url(driver, client_id=client_id, redirect_uri=client_listener, state=state))
     await sign_in_by_keyboard(page, username="alice", password=DEMO_PASSWORD)
     await page.get_by_role("button", name="Allow").click()
@@ -124,17 +121,17 @@ async def test_allowing_on_the_consent_page_reaches_the_client_s_loopback_listen
     assert watch.violations == []
 
     # Consent given, a new sign-in goes straight from the sign-in form to the client.
-    again = await _fresh_page(chromium, server, watch)
+    again = await _fresh_page(chromium_browser, server, watch)
     await again.goto(_authorize_url(driver, client_id=client_id, redirect_uri=client_listener, state=state))
     await sign_in_by_keyboard(again, username="alice", password=DEMO_PASSWORD)
     assert "code" in await _arrived(again, client_listener)
     assert watch.violations == []
 
 
-async def test_the_admin_and_the_connected_apps_page_break_no_policy(chromium, server, committed):
+async def test_the_admin_and_the_connected_apps_page_break_no_policy(chromium_browser, server, committed):
     watch = PolicyWatch()
     operator = committed(UserFactory, username="csp-operator", is_staff=True, is_superuser=True)
-    page = await _fresh_page(chromium, server, watch)
+    page = await _fresh_page(chromium_browser, server, watch)
     await page.goto("/admin/login/?next=/admin/")
     await page.get_by_label("Username").fill(operator.username)
     await page.get_by_label("Password").fill(DEFAULT_PASSWORD)

@@ -26,16 +26,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from playwright.async_api import Page, async_playwright
+from playwright.async_api import Page
 from playwright.async_api import TimeoutError as PlaywrightTimeoutError
 
+from tests.e2e.browser.conftest import GATEHOUSE_HOST
 from tests.e2e.browser.pages import sign_in_by_keyboard
 from tests.e2e.harness import DEMO_PASSWORD, DaphneServer, free_port
 
 pytestmark = pytest.mark.django_db
 
 CLIENT_FILES = Path(__file__).parent / "cross_origin_client"
-GATEHOUSE_HOST = "gatehouse.test"
 REPORT_TIMEOUT_MS = 30_000
 
 
@@ -91,19 +91,9 @@ def cors_server(database_url, tmp_path_factory, client_site) -> Iterator[DaphneS
 
 
 @pytest.fixture
-async def page(chromium_path) -> AsyncIterator[Page]:
-    async with async_playwright() as playwright:
-        browser = await playwright.chromium.launch(
-            executable_path=str(chromium_path),
-            headless=True,
-            args=[f"--host-resolver-rules=MAP {GATEHOUSE_HOST} 127.0.0.1"],
-        )
-        try:
-            context = await browser.new_context()
-            yield await context.new_page()
-            await context.close()
-        finally:
-            await browser.close()
+async def page(chromium) -> AsyncIterator[Page]:
+    async with chromium.new_context() as context:
+        yield await context.new_page()
 
 
 async def _report(page: Page) -> dict[str, dict[str, Any]]:

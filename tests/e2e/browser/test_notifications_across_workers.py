@@ -18,9 +18,10 @@ from accounts.models import Membership, Role, Tenant
 from data_agent.models import Ontology, OntologyStatus
 from data_agent.resources import ONTOLOGY_URI
 from mcp_gateway.models import TenantToolset
-from tests.e2e.browser.conftest import WIDE, _open_tab
+from tests.e2e.browser.conftest import WIDE, open_tab
 from tests.e2e.harness import Person, sdk_client
 from tests.support.factories import DEFAULT_PASSWORD, OntologyFactory, UserFactory
+from tests.support.waiting import eventually
 
 pytestmark = [
     pytest.mark.django_db,
@@ -90,7 +91,7 @@ async def _turn_off_in_the_admin(page: Page, *, tenant: Tenant, toolset: str, us
 
 
 async def test_a_toolset_turned_off_in_the_admin_on_worker_b_reaches_the_get_stream_on_worker_a(
-    server, second_server, committed, operator, chromium_path
+    server, second_server, committed, operator, chromium
 ):
     acme = await Tenant.objects.aget(slug="acme")
     committed(
@@ -107,7 +108,7 @@ async def test_a_toolset_turned_off_in_the_admin_on_worker_b_reaches_the_get_str
         assert "test_simple_text" in before
         await _wait_for_streams(server, 1)
 
-        async with _open_tab(second_server, chromium_path, WIDE) as tab:
+        async with open_tab(second_server, chromium, WIDE) as tab:
             await _turn_off_in_the_admin(
                 tab.page, tenant=acme, toolset="conformance", username=operator.username
             )
@@ -124,6 +125,8 @@ async def test_a_subscribed_resource_edited_elsewhere_is_heard_and_an_unsubscrib
     acme = await Tenant.objects.aget(slug="acme")
     ontology = committed(OntologyFactory, tenant=acme, status=OntologyStatus.READY)
     uri = ONTOLOGY_URI.format(id=ontology.pk)
+    witness = committed(OntologyFactory, tenant=acme, status=OntologyStatus.READY)
+    witness_uri = ONTOLOGY_URI.format(id=witness.pk)
     heard = Heard()
     async with sdk_client(server, Person("alice"), message_handler=heard) as (client, _):
         await client.subscribe_resource(uri)
@@ -140,8 +143,20 @@ async def test_a_subscribed_resource_edited_elsewhere_is_heard_and_an_unsubscrib
 
         await client.unsubscribe_resource(uri)
         committed(lambda: Ontology.objects.get(pk=ontology.pk).save())
-        await asyncio.sleep(1)
-    assert heard.methods.count(RESOURCE_UPDATED) == 1
+        # A witness: an edit made after that one, to a resource subscribed to now. The worker tells
+        # its streams of changes in the order they were made, so once the witness's update is
+        # heard, one for the unsubscribed resource would have come before it.
+        await client.subscribe_resource(witness_uri)
+        committed(lambda: Ontology.objects.get(pk=witness.pk).save())
+        await eventually(
+            lambda: {"uri": witness_uri} in heard.params, within=WAIT_SECONDS, what="the witness's update"
+        )
+    updated = [
+        params
+        for method, params in zip(heard.methods, heard.params, strict=True)
+        if method == RESOURCE_UPDATED
+    ]
+    assert updated == [{"uri": uri}, {"uri": witness_uri}]
 
 
 async def test_a_role_change_tells_the_stream_its_lists_changed(server, committed):

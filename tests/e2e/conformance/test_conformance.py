@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.conftest import MAIN_SERVER_TOOLSET_CACHE_SECONDS
 from tests.e2e.harness import BASE_DIR, Person
 from tests.e2e.oauth_driver import access_token
 
@@ -24,7 +23,6 @@ async def test_the_active_server_scenarios_pass(server, tenant_toolset):
         f"the conformance runner is expected at {RUNNER} (../shared/tools beside the checkout)"
     )
     token = await access_token(server, Person("alice"))
-    await asyncio.sleep(MAIN_SERVER_TOOLSET_CACHE_SECONDS + 0.5)  # let the server see the enabled toolset
     completed = await asyncio.to_thread(
         subprocess.run,
         ["bash", str(RUNNER), server.mcp_url, token, "--", "--expected-failures", str(BASELINE)],

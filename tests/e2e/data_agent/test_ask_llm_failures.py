@@ -1,9 +1,9 @@
 """What an MCP client reads when the language model fails: ``ask_question`` through the official SDK
 client against Daphne. The failures are litellm's own exceptions, raised by litellm through its
-``mock_response`` (the script file named by ``LLM_MOCK_RESPONSES_FILE``), and a key missing from a
-server that runs without a script. Each reaches the client as a JSON-RPC error, as every
-``GatehouseError`` a tool raises does (``mcp_gateway/jsonrpc_errors.py``), with its own message,
-code and ``data.reason``."""
+``mock_response`` (the script file named by ``LLM_MOCK_RESPONSES_FILE``: the session's gateway
+server's, which each test writes first), and a key missing from a server that runs without a
+script. Each reaches the client as a JSON-RPC error, as every ``GatehouseError`` a tool raises does
+(``mcp_gateway/jsonrpc_errors.py``), with its own message, code and ``data.reason``."""
 
 from __future__ import annotations
 
@@ -26,25 +26,12 @@ from language_models.completion import (
     LLM_TIMED_OUT,
 )
 from language_models.model_checks import LLM_MISSING_KEY
-from tests.e2e.conftest import _serve
 from tests.e2e.harness import DaphneServer, Person, sdk_client
 from tests.support.factories import LanguageModelFactory
 
 pytestmark = pytest.mark.django_db
 
 MODEL = "openai/gpt-4o-mini"
-
-
-@pytest.fixture(scope="module")
-def script_path(tmp_path_factory) -> Path:
-    return tmp_path_factory.mktemp("llm-failures") / "script.json"
-
-
-@pytest.fixture(scope="module")
-def scripted_server(demo, database_url, tmp_path_factory, script_path) -> Iterator[DaphneServer]:
-    yield from _serve(
-        tmp_path_factory, database_url, "llm-failures", LLM_MOCK_RESPONSES_FILE=str(script_path)
-    )
 
 
 @pytest.fixture(scope="module")
@@ -101,22 +88,22 @@ async def _ask(server: DaphneServer, ontology: Ontology) -> MCPError:
     ],
 )
 async def test_the_client_reads_what_went_wrong_with_the_model(
-    scripted_server, script_path, acme_sales, acme_model, litellm_error, code, message, data
+    gateway_server, script_path, acme_sales, acme_model, litellm_error, code, message, data
 ):
     script_path.write_text(json.dumps({"responses": {"planner": {"error": litellm_error}}}))
 
-    error = (await _ask(scripted_server, acme_sales)).error
+    error = (await _ask(gateway_server, acme_sales)).error
 
     assert (error.code, error.message, error.data) == (code, message.format(model=MODEL), data)
     assert "scripted" not in error.message
 
 
 async def test_a_provider_timeout_reaches_the_client_as_a_timeout(
-    scripted_server, script_path, acme_sales, acme_model
+    gateway_server, script_path, acme_sales, acme_model
 ):
     script_path.write_text(json.dumps({"responses": {"planner": {"error": "Timeout"}}}))
 
-    error = (await _ask(scripted_server, acme_sales)).error
+    error = (await _ask(gateway_server, acme_sales)).error
 
     assert error.code == -32004
     assert error.message == LLM_TIMED_OUT.format(model=MODEL, seconds=60)

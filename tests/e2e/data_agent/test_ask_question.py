@@ -1,6 +1,8 @@
 """``ask_question`` through the official SDK client against Daphne, on acme's sample database on
 PostgreSQL. Each phase's model answer is scripted with litellm's own ``mock_response`` (the server
-reads the script file named by ``LLM_MOCK_RESPONSES_FILE``); the SQL really runs."""
+reads the script file named by ``LLM_MOCK_RESPONSES_FILE``); the SQL really runs. The servers are the
+session's gateway servers, whose script each test writes before its calls; only the server whose
+time limit and rate limit are tested is this module's own."""
 
 from __future__ import annotations
 
@@ -62,16 +64,6 @@ def _script_writer(path: Path):
     return write
 
 
-@pytest.fixture(scope="module")
-def script_path(tmp_path_factory) -> Path:
-    return tmp_path_factory.mktemp("llm") / "script.json"
-
-
-@pytest.fixture(scope="module")
-def ask_server(demo, database_url, tmp_path_factory, script_path) -> Iterator[DaphneServer]:
-    yield from _serve(tmp_path_factory, database_url, "ask", LLM_MOCK_RESPONSES_FILE=str(script_path))
-
-
 @pytest.fixture
 def script(script_path):
     return _script_writer(script_path)
@@ -117,7 +109,7 @@ def _texts(result) -> list[str]:
     return readable
 
 
-async def test_alice_gets_sales_by_region_from_the_real_data(ask_server, acme_sales, acme_model, script):
+async def test_alice_gets_sales_by_region_from_the_real_data(gateway_server, acme_sales, acme_model, script):
     expected = _direct(acme_sales, REVENUE_BY_REGION)
     assert len(expected) >= 3
     top_region = expected[0][0]
@@ -134,7 +126,7 @@ async def test_alice_gets_sales_by_region_from_the_real_data(ask_server, acme_sa
         seen.append((progress, total, message))
 
     transport = StampingTransport()
-    async with sdk_client(ask_server, Person("alice"), transport=transport) as (client, _):
+    async with sdk_client(gateway_server, Person("alice"), transport=transport) as (client, _):
         result = await client.call_tool(
             "ask_question",
             {"ontologyId": str(acme_sales.id), "question": "What were total sales by region last quarter?"},
@@ -183,7 +175,7 @@ async def test_alice_gets_sales_by_region_from_the_real_data(ask_server, acme_sa
 
 
 async def test_an_ambiguous_question_returns_a_clarification_request_without_running_sql(
-    ask_server, acme_sales, acme_model, script
+    gateway_server, acme_sales, acme_model, script
 ):
     questions = [
         {"question": "Do you mean revenue or number of orders?", "suggestions": ["revenue", "orders"]},
@@ -191,7 +183,7 @@ async def test_an_ambiguous_question_returns_a_clarification_request_without_run
     ]
     # Nothing after the planner is scripted: a run that went on would fail.
     script(planner={"action": "clarify", "clarifications": questions})
-    async with sdk_client(ask_server, Person("alice")) as (client, _):
+    async with sdk_client(gateway_server, Person("alice")) as (client, _):
         result = await client.call_tool(
             "ask_question", {"ontologyId": str(acme_sales.id), "question": "How are sales?"}
         )
@@ -228,12 +220,12 @@ def _script_a_clarified_answer(script, asked: list[ElicitRequestParams]):
 
 
 async def test_a_client_with_elicitation_is_asked_and_the_answer_reaches_the_planner(
-    ask_server, acme_sales, acme_model, script
+    gateway_server, acme_sales, acme_model, script
 ):
     asked: list[ElicitRequestParams] = []
     answer_form = _script_a_clarified_answer(script, asked)
 
-    async with sdk_client(ask_server, Person("alice"), elicitation_callback=answer_form) as (client, _):
+    async with sdk_client(gateway_server, Person("alice"), elicitation_callback=answer_form) as (client, _):
         result = await client.call_tool(
             "ask_question", {"ontologyId": str(acme_sales.id), "question": "Sales by region?"}
         )
@@ -249,10 +241,10 @@ async def test_a_client_with_elicitation_is_asked_and_the_answer_reaches_the_pla
 
 
 async def test_a_question_the_data_cannot_answer_lists_missing_and_available_datasets(
-    ask_server, acme_sales, acme_model, script
+    gateway_server, acme_sales, acme_model, script
 ):
     script(planner={"action": "cannot_answer", "missingData": ["employee salaries"]})
-    async with sdk_client(ask_server, Person("alice")) as (client, _):
+    async with sdk_client(gateway_server, Person("alice")) as (client, _):
         result = await client.call_tool(
             "ask_question", {"ontologyId": str(acme_sales.id), "question": "What is our payroll?"}
         )
@@ -265,8 +257,8 @@ async def test_a_question_the_data_cannot_answer_lists_missing_and_available_dat
     assert answer["availableDatasets"] == ["customers", "order_lines", "orders", "products", "regions"]
 
 
-async def test_a_viewer_is_refused(ask_server, acme_sales, acme_model):
-    async with sdk_client(ask_server, Person("bob")) as (client, _):
+async def test_a_viewer_is_refused(gateway_server, acme_sales, acme_model):
+    async with sdk_client(gateway_server, Person("bob")) as (client, _):
         with pytest.raises(MCPError) as refusal:
             await client.call_tool("ask_question", {"ontologyId": str(acme_sales.id), "question": "Sales?"})
     assert refusal.value.error.code == -32001
@@ -283,18 +275,18 @@ async def test_a_viewer_is_refused(ask_server, acme_sales, acme_model):
     ],
     ids=["bad-uuid", "too-long", "empty", "blank"],
 )
-async def test_bad_input_is_refused_before_anything_runs(ask_server, acme_sales, arguments, field):
+async def test_bad_input_is_refused_before_anything_runs(gateway_server, acme_sales, arguments, field):
     # No model and no script: a run that started would fail otherwise than with -32602.
     arguments = {"ontologyId": str(acme_sales.id), **arguments}
-    async with sdk_client(ask_server, Person("alice")) as (client, _):
+    async with sdk_client(gateway_server, Person("alice")) as (client, _):
         with pytest.raises(MCPError) as refusal:
             await client.call_tool("ask_question", arguments)
     assert refusal.value.error.code == -32602
     assert field in json.dumps(refusal.value.error.data)
 
 
-async def test_without_a_model_it_says_so_and_run_query_still_works(ask_server, acme_sales):
-    async with sdk_client(ask_server, Person("alice")) as (client, _):
+async def test_without_a_model_it_says_so_and_run_query_still_works(gateway_server, acme_sales):
+    async with sdk_client(gateway_server, Person("alice")) as (client, _):
         with pytest.raises(MCPError) as refusal:
             await client.call_tool("ask_question", {"ontologyId": str(acme_sales.id), "question": "Sales?"})
         rows = await client.call_tool(
@@ -305,8 +297,8 @@ async def test_without_a_model_it_says_so_and_run_query_still_works(ask_server, 
     assert not rows.is_error
 
 
-async def test_preferences_are_stored_per_person(ask_server):
-    async with sdk_client(ask_server, Person("alice")) as (client, _):
+async def test_preferences_are_stored_per_person(gateway_server):
+    async with sdk_client(gateway_server, Person("alice")) as (client, _):
         empty = await client.call_tool("get_data_preferences", {})
         saved = await client.call_tool("set_data_preferences", {"defaultTimePeriod": "last 12 months"})
         noted = await client.call_tool("set_data_preferences", {"notes": "Fiscal year starts in April."})
@@ -370,29 +362,17 @@ async def test_five_questions_a_minute_by_default(slow_server, acme_sales, tenan
     assert codes == [-32029] + [-32002] * 5, outcomes
 
 
-@pytest.fixture(scope="module")
-def second_ask_server(ask_server, database_url, tmp_path_factory, script_path) -> Iterator[DaphneServer]:
-    """A second replica of the ask server, behind the same public URL and reading the same script."""
-    yield from _serve(
-        tmp_path_factory,
-        database_url,
-        "ask-second",
-        public_url=ask_server.public_url,
-        LLM_MOCK_RESPONSES_FILE=str(script_path),
-    )
-
-
 async def test_on_2026_07_28_the_question_comes_back_between_two_calls_on_any_worker(
-    ask_server, second_ask_server, acme_sales, acme_model, script
+    gateway_server, second_gateway_server, acme_sales, acme_model, script
 ):
     # No back-channel on 2026-07-28: the form rides an input_required result, and the client's
     # second call (sent to the other replica here) carries the answer and the sealed state.
     asked: list[ElicitRequestParams] = []
     answer_form = _script_a_clarified_answer(script, asked)
 
-    balancer = RoundRobin([ask_server.port, second_ask_server.port])
+    balancer = RoundRobin([gateway_server.port, second_gateway_server.port])
     async with sdk_client(
-        ask_server, Person("alice"), mode="auto", transport=balancer, elicitation_callback=answer_form
+        gateway_server, Person("alice"), mode="auto", transport=balancer, elicitation_callback=answer_form
     ) as (client, _):
         result = await client.call_tool(
             "ask_question", {"ontologyId": str(acme_sales.id), "question": "Sales by region?"}
@@ -405,7 +385,9 @@ async def test_on_2026_07_28_the_question_comes_back_between_two_calls_on_any_wo
     assert answer["rows"] == _direct(acme_sales, REVENUE_BY_REGION)
 
 
-async def test_on_2026_07_28_a_declined_form_is_not_asked_again(ask_server, acme_sales, acme_model, script):
+async def test_on_2026_07_28_a_declined_form_is_not_asked_again(
+    gateway_server, acme_sales, acme_model, script
+):
     clarify = {"action": "clarify", "clarifications": [{"question": "Which period?", "suggestions": []}]}
     script(planner=clarify)
     asked: list[ElicitRequestParams] = []
@@ -414,7 +396,7 @@ async def test_on_2026_07_28_a_declined_form_is_not_asked_again(ask_server, acme
         asked.append(params)
         return ElicitResult(action="decline")
 
-    async with sdk_client(ask_server, Person("alice"), mode="auto", elicitation_callback=decline) as (
+    async with sdk_client(gateway_server, Person("alice"), mode="auto", elicitation_callback=decline) as (
         client,
         _,
     ):
@@ -427,11 +409,11 @@ async def test_on_2026_07_28_a_declined_form_is_not_asked_again(ask_server, acme
 
 
 async def test_on_2026_07_28_a_client_without_forms_gets_the_request_in_the_result(
-    ask_server, acme_sales, acme_model, script
+    gateway_server, acme_sales, acme_model, script
 ):
     questions = [{"question": "Which period?", "suggestions": ["last quarter"]}]
     script(planner={"action": "clarify", "clarifications": questions})
-    async with sdk_client(ask_server, Person("alice"), mode="auto") as (client, _):
+    async with sdk_client(gateway_server, Person("alice"), mode="auto") as (client, _):
         result = await client.call_tool(
             "ask_question", {"ontologyId": str(acme_sales.id), "question": "Sales?"}
         )

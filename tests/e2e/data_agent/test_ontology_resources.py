@@ -14,8 +14,8 @@ from mcp_types import TextResourceContents
 
 from data_agent.models import Ontology
 from data_agent.sample import DESCRIPTIONS, ONTOLOGY_NAME
-from tests.e2e.harness import Person, sdk_client
-from tests.e2e.oauth_driver import access_token
+from tests.e2e.harness import Person
+from tests.e2e.oauth_driver import minted_sdk_client, minted_token
 from tests.e2e.raw_mcp import RawMcp, sse_messages
 
 pytestmark = pytest.mark.django_db
@@ -35,8 +35,10 @@ def _text(result) -> str:
     return content.text
 
 
-async def test_alice_lists_and_reads_the_three_kinds_of_catalogue_resource(server, acme_ontology_id):
-    async with sdk_client(server, Person("alice")) as (client, _):
+async def test_alice_lists_and_reads_the_three_kinds_of_catalogue_resource(
+    server, committed, acme_ontology_id
+):
+    async with minted_sdk_client(committed, server, Person("alice")) as (client, _):
         listed = await client.list_resources()
         templates = await client.list_resource_templates()
         catalogue = json.loads(_text(await client.read_resource("gatehouse://ontologies")))
@@ -82,8 +84,8 @@ async def test_alice_lists_and_reads_the_three_kinds_of_catalogue_resource(serve
     }
 
 
-async def test_bob_as_a_viewer_reads_the_catalogue_too(server, acme_ontology_id):
-    async with sdk_client(server, Person("bob")) as (client, _):
+async def test_bob_as_a_viewer_reads_the_catalogue_too(server, committed, acme_ontology_id):
+    async with minted_sdk_client(committed, server, Person("bob")) as (client, _):
         catalogue = json.loads(_text(await client.read_resource("gatehouse://ontologies")))
         ontology = json.loads(_text(await client.read_resource(f"gatehouse://ontologies/{acme_ontology_id}")))
     assert [entry["id"] for entry in catalogue] == [acme_ontology_id]
@@ -93,17 +95,19 @@ async def test_bob_as_a_viewer_reads_the_catalogue_too(server, acme_ontology_id)
 @pytest.mark.parametrize(
     "path", ["{unknown}", "{unknown}/datasets/orders", "{acme}/datasets/payroll", "not-a-uuid"]
 )
-async def test_an_unknown_ontology_or_dataset_is_not_found(server, acme_ontology_id, path):
+async def test_an_unknown_ontology_or_dataset_is_not_found(server, committed, acme_ontology_id, path):
     uri = "gatehouse://ontologies/" + path.format(unknown=UNKNOWN_ID, acme=acme_ontology_id)
-    async with sdk_client(server, Person("alice")) as (client, _):
+    async with minted_sdk_client(committed, server, Person("alice")) as (client, _):
         with pytest.raises(MCPError) as refused:
             await client.read_resource(uri)
     assert refused.value.code == NOT_FOUND
 
 
-async def test_another_tenant_cannot_read_acme_s_ontology(server, acme_ontology_id, tenant_toolset):
+async def test_another_tenant_cannot_read_acme_s_ontology(
+    server, committed, acme_ontology_id, tenant_toolset
+):
     tenant_toolset("globex", "data_agent", enabled=True)
-    async with sdk_client(server, Person("carol")) as (client, _):
+    async with minted_sdk_client(committed, server, Person("carol")) as (client, _):
         catalogue = json.loads(_text(await client.read_resource("gatehouse://ontologies")))
         refusals = []
         for suffix in ("", "/datasets/orders"):
@@ -115,9 +119,9 @@ async def test_another_tenant_cannot_read_acme_s_ontology(server, acme_ontology_
     assert refusals == [(NOT_FOUND, "No such ontology.")] * 2
 
 
-async def test_a_token_without_the_catalogue_scope_is_refused(server):
+async def test_a_token_without_the_catalogue_scope_is_refused(server, committed):
     # The scripted client asks for mcp:read and mcp:write only.
-    raw = RawMcp(await access_token(server, Person("alice")))
+    raw = RawMcp(minted_token(committed, server, Person("alice")))
     try:
         session_id = await raw.initialize(server.mcp_url)
         response = await raw.request(
@@ -130,9 +134,9 @@ async def test_a_token_without_the_catalogue_scope_is_refused(server):
     assert error["data"]["missing"] == ["ontologies:read"]
 
 
-async def test_a_token_without_the_catalogue_scope_is_told_an_unknown_uri_is_unknown(server):
+async def test_a_token_without_the_catalogue_scope_is_told_an_unknown_uri_is_unknown(server, committed):
     # As for tools, a URI that names no resource is refused as unknown before scopes are looked at.
-    raw = RawMcp(await access_token(server, Person("alice")))
+    raw = RawMcp(minted_token(committed, server, Person("alice")))
     try:
         session_id = await raw.initialize(server.mcp_url)
         response = await raw.request(

@@ -15,7 +15,8 @@ from data_agent.models import Ontology
 from data_agent.sample import ONTOLOGY_NAME
 from data_agent.selectors import data_source_url
 from mcp_gateway.tool_results import TEXT_JSON_MAX_BYTES
-from tests.e2e.harness import RESEARCH_TOOLS, Person, sdk_client
+from tests.e2e.harness import RESEARCH_TOOLS, Person
+from tests.e2e.oauth_driver import minted_sdk_client
 from tests.e2e.stamping import StampingTransport, audit_events
 
 pytestmark = pytest.mark.django_db
@@ -39,10 +40,10 @@ def _direct(ontology: Ontology, sql: str) -> list[list]:
         return [[json_safe(v) for v in row] for row in conn.execute(sql).fetchall()]
 
 
-async def test_alice_gets_revenue_by_region_with_its_lineage(server, acme_sales):
+async def test_alice_gets_revenue_by_region_with_its_lineage(server, committed, acme_sales):
     expected = _direct(acme_sales, REVENUE_BY_REGION)
     transport = StampingTransport()
-    async with sdk_client(server, Person("alice"), transport=transport) as (client, _):
+    async with minted_sdk_client(committed, server, Person("alice"), transport=transport) as (client, _):
         result = await client.call_tool(
             "run_query", {"ontologyId": str(acme_sales.id), "sql": REVENUE_BY_REGION}
         )
@@ -73,9 +74,9 @@ async def test_alice_gets_revenue_by_region_with_its_lineage(server, acme_sales)
     assert event.detail["result"] == {"sql": answer["sql"], "rowCount": len(expected), "truncated": False}
 
 
-async def test_a_result_past_10000_rows_is_cut_and_says_so(server, acme_sales):
+async def test_a_result_past_10000_rows_is_cut_and_says_so(server, committed, acme_sales):
     sql = "SELECT l.id, r.id FROM order_lines l CROSS JOIN regions r"
-    async with sdk_client(server, Person("alice")) as (client, _):
+    async with minted_sdk_client(committed, server, Person("alice")) as (client, _):
         result = await client.call_tool("run_query", {"ontologyId": str(acme_sales.id), "sql": sql})
     answer = result.structured_content
     assert answer is not None
@@ -85,10 +86,10 @@ async def test_a_result_past_10000_rows_is_cut_and_says_so(server, acme_sales):
 
 
 async def test_rows_past_the_text_bound_stay_whole_in_structured_content_and_the_text_says_so(
-    server, acme_sales
+    server, committed, acme_sales
 ):
     sql = "SELECT l.*, r.*, l.*, r.* FROM order_lines l CROSS JOIN regions r"
-    async with sdk_client(server, Person("alice")) as (client, _):
+    async with minted_sdk_client(committed, server, Person("alice")) as (client, _):
         result = await client.call_tool("run_query", {"ontologyId": str(acme_sales.id), "sql": sql})
     answer = result.structured_content
     assert answer is not None
@@ -104,7 +105,7 @@ async def test_rows_past_the_text_bound_stay_whole_in_structured_content_and_the
     assert "structuredContent holds every row" in note
 
 
-async def test_every_structured_answer_repeats_its_structured_content_as_text(server, acme_sales):
+async def test_every_structured_answer_repeats_its_structured_content_as_text(server, committed, acme_sales):
     calls: list[tuple[str, dict[str, Any]]] = [
         ("whoami", {}),
         ("set_display_name", {"display_name": "Alice A."}),
@@ -120,7 +121,7 @@ async def test_every_structured_answer_repeats_its_structured_content_as_text(se
         ("list_conversations", {}),
         ("new_conversation", {}),
     ]
-    async with sdk_client(server, Person("alice")) as (client, _):
+    async with minted_sdk_client(committed, server, Person("alice")) as (client, _):
         listed = {t.name: t for t in (await client.list_tools()).tools}
         # ask_question's and invoke_agent's answers are checked in test_ask_question and
         # test_workflow_tools (they need a scripted model); activate_conversation's there too; the
@@ -138,8 +139,8 @@ async def test_every_structured_answer_repeats_its_structured_content_as_text(se
             assert json.loads(result.content[-1].text) == result.structured_content, name  # type: ignore[union-attr]
 
 
-async def test_a_write_is_refused_as_invalid_input(server, acme_sales):
-    async with sdk_client(server, Person("alice")) as (client, _):
+async def test_a_write_is_refused_as_invalid_input(server, committed, acme_sales):
+    async with minted_sdk_client(committed, server, Person("alice")) as (client, _):
         with pytest.raises(MCPError) as refusal:
             await client.call_tool(
                 "run_query", {"ontologyId": str(acme_sales.id), "sql": "DELETE FROM orders"}
@@ -149,17 +150,17 @@ async def test_a_write_is_refused_as_invalid_input(server, acme_sales):
     assert _direct(acme_sales, "SELECT count(*) FROM orders")[0][0] > 0
 
 
-async def test_bob_the_viewer_is_refused(server, acme_sales):
-    async with sdk_client(server, Person("bob")) as (client, _):
+async def test_bob_the_viewer_is_refused(server, committed, acme_sales):
+    async with minted_sdk_client(committed, server, Person("bob")) as (client, _):
         with pytest.raises(MCPError) as refusal:
             await client.call_tool("run_query", {"ontologyId": str(acme_sales.id), "sql": "SELECT 1"})
     assert refusal.value.error.code == -32001
     assert "data_agent:write" in refusal.value.error.data["missing"]
 
 
-async def test_carol_cannot_reach_acme_s_ontology(server, acme_sales, tenant_toolset):
+async def test_carol_cannot_reach_acme_s_ontology(server, committed, acme_sales, tenant_toolset):
     tenant_toolset("globex", "data_agent", enabled=True)
-    async with sdk_client(server, Person("carol")) as (client, _):
+    async with minted_sdk_client(committed, server, Person("carol")) as (client, _):
         with pytest.raises(MCPError) as refusal:
             await client.call_tool("run_query", {"ontologyId": str(acme_sales.id), "sql": "SELECT 1"})
     assert refusal.value.error.code == -32002

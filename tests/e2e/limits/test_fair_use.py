@@ -27,14 +27,8 @@ from data_agent.models import AgentPreference, Ontology
 from data_agent.sample import ONTOLOGY_NAME
 from data_agent.selectors import data_source_url
 from tests.e2e.conftest import _serve, person_of
-from tests.e2e.harness import (
-    ACME_VIEWER_TOOLS,
-    DaphneServer,
-    MemoryTokenStorage,
-    Person,
-    RoundRobin,
-    sdk_client,
-)
+from tests.e2e.harness import ACME_VIEWER_TOOLS, DaphneServer, MemoryTokenStorage, Person, RoundRobin
+from tests.e2e.oauth_driver import minted_sdk_client
 from tests.support.factories import MembershipFactory
 
 pytestmark = pytest.mark.django_db
@@ -115,15 +109,15 @@ def regions_locked(ontology: Ontology) -> Iterator[Callable[[int], Awaitable[Non
 
 
 @asynccontextmanager
-async def sessions(server: DaphneServer, person: Person, count: int) -> AsyncIterator[list[Client]]:
-    """``count`` MCP sessions of one person, signed in once. One SDK client sends its calls one at
+async def sessions(
+    committed: Callable[..., Any], server: DaphneServer, person: Person, count: int
+) -> AsyncIterator[list[Client]]:
+    """``count`` MCP sessions of one person, with one token. One SDK client sends its calls one at
     a time, so concurrent calls come from several, as from several windows of one application."""
     storage = MemoryTokenStorage()
     async with AsyncExitStack() as stack:
-        yield [
-            (await stack.enter_async_context(sdk_client(server, person, storage=storage)))[0]
-            for _ in range(count)
-        ]
+        clients = [minted_sdk_client(committed, server, person, storage=storage) for _ in range(count)]
+        yield [(await stack.enter_async_context(client))[0] for client in clients]
 
 
 async def _timed(call: Awaitable[Any]) -> tuple[float, Any]:
@@ -147,12 +141,12 @@ def _assert_refused(error: Any, *, limit: str) -> None:
 
 
 async def test_one_person_s_slow_queries_are_capped_and_cannot_starve_another_s(
-    fair_server, acme_sales, acme_contributor
+    fair_server, committed, acme_sales, acme_contributor
 ):
     dora, erin = acme_contributor(), acme_contributor()
     async with (
-        sessions(fair_server, dora, PER_PERSON + 2) as dora_clients,
-        sdk_client(fair_server, erin) as (erin_client, _),
+        sessions(committed, fair_server, dora, PER_PERSON + 2) as dora_clients,
+        minted_sdk_client(committed, fair_server, erin) as (erin_client, _),
     ):
         with regions_locked(acme_sales) as waiting:
             started = time.monotonic()
@@ -191,13 +185,13 @@ async def test_one_person_s_slow_queries_are_capped_and_cannot_starve_another_s(
 
 
 async def test_a_tenant_over_its_cap_is_refused_whoever_asks_until_a_query_ends(
-    fair_server, acme_sales, acme_contributor
+    fair_server, committed, acme_sales, acme_contributor
 ):
     frank, gina, hank = acme_contributor(), acme_contributor(), acme_contributor()
     async with (
-        sessions(fair_server, frank, 2) as frank_clients,
-        sdk_client(fair_server, gina) as (gina_client, _),
-        sdk_client(fair_server, hank) as (hank_client, _),
+        sessions(committed, fair_server, frank, 2) as frank_clients,
+        minted_sdk_client(committed, fair_server, gina) as (gina_client, _),
+        minted_sdk_client(committed, fair_server, hank) as (hank_client, _),
     ):
         with regions_locked(acme_sales) as waiting:
             slow = [
@@ -217,14 +211,14 @@ async def test_a_tenant_over_its_cap_is_refused_whoever_asks_until_a_query_ends(
 
 
 async def test_a_person_s_cap_holds_across_server_processes(
-    fair_server, second_fair_server, acme_sales, acme_contributor
+    fair_server, second_fair_server, committed, acme_sales, acme_contributor
 ):
     kate = acme_contributor()
     # Every request of this client goes to the second process, as a load balancer might send it.
     to_second = RoundRobin([second_fair_server.port])
     async with (
-        sessions(fair_server, kate, PER_PERSON) as first_process,
-        sdk_client(fair_server, kate, transport=to_second) as (second_process, _),
+        sessions(committed, fair_server, kate, PER_PERSON) as first_process,
+        minted_sdk_client(committed, fair_server, kate, transport=to_second) as (second_process, _),
     ):
         with regions_locked(acme_sales) as waiting:
             slow = [
@@ -244,8 +238,10 @@ async def test_a_person_s_cap_holds_across_server_processes(
     assert set(to_second.served) == {second_fair_server.port}
 
 
-async def test_a_refused_or_failing_query_gives_its_slot_back(fair_server, acme_sales, acme_contributor):
-    async with sdk_client(fair_server, acme_contributor()) as (client, _):
+async def test_a_refused_or_failing_query_gives_its_slot_back(
+    fair_server, committed, acme_sales, acme_contributor
+):
+    async with minted_sdk_client(committed, fair_server, acme_contributor()) as (client, _):
         failures = []
         for sql in (
             "SELECT 1 / (count(*) - count(*)) FROM orders",
@@ -262,9 +258,9 @@ async def test_a_refused_or_failing_query_gives_its_slot_back(fair_server, acme_
 
 
 async def test_run_query_is_held_to_the_expensive_tools_default_limit(
-    fair_server, acme_sales, acme_contributor
+    fair_server, committed, acme_sales, acme_contributor
 ):
-    async with sdk_client(fair_server, acme_contributor()) as (client, _):
+    async with minted_sdk_client(committed, fair_server, acme_contributor()) as (client, _):
         answers = [
             await client.call_tool("run_query", _query(acme_sales, TRIVIAL))
             for _ in range(EXPENSIVE_PER_MINUTE)
@@ -284,7 +280,7 @@ async def test_a_viewer_reads_their_own_preferences_and_still_cannot_change_them
 
     committed(preference, username="bob", notes="Bob's own note")
     committed(preference, username="alice", notes="Alice's note")
-    async with sdk_client(server, Person("bob")) as (client, _):
+    async with minted_sdk_client(committed, server, Person("bob")) as (client, _):
         tools = {tool.name for tool in (await client.list_tools()).tools}
         read = await client.call_tool("get_data_preferences", {})
         with pytest.raises(MCPError) as refused:
@@ -298,9 +294,9 @@ async def test_a_viewer_reads_their_own_preferences_and_still_cannot_change_them
 # (An unpaired surrogate never reaches the tool: the SDK's argument validation refuses it first.)
 @pytest.mark.parametrize("argument", ["notes", "defaultTimePeriod"])
 async def test_preferences_that_postgresql_cannot_store_are_refused_saying_why(
-    server, acme_contributor, argument
+    server, committed, acme_contributor, argument
 ):
-    async with sdk_client(server, acme_contributor()) as (client, _):
+    async with minted_sdk_client(committed, server, acme_contributor()) as (client, _):
         with pytest.raises(MCPError) as refused:
             await client.call_tool("set_data_preferences", {argument: "before\u0000after"})
         kept = await client.call_tool("get_data_preferences", {})

@@ -17,7 +17,8 @@ from mcp.shared.exceptions import MCPError
 from accounts.models import Tenant
 from core.models import AuditAction, AuditEvent, AuditOutcome, RateLimitRule, RateLimitScope
 from tests.e2e.conftest import _in_own_thread, person_of
-from tests.e2e.harness import E2E_RATE_LIMIT_PREFIX, DaphneServer, Person, sdk_client
+from tests.e2e.harness import E2E_RATE_LIMIT_PREFIX, DaphneServer, Person
+from tests.e2e.oauth_driver import minted_sdk_client
 
 pytestmark = pytest.mark.django_db
 
@@ -103,13 +104,13 @@ def assert_refused_with_retry_hint(error: MCPError, *, limit: str) -> None:
 
 
 async def test_a_tool_limit_holds_across_two_servers_and_says_when_to_retry(
-    server, second_server, rate_limit_rule, own_admin
+    server, second_server, committed, rate_limit_rule, own_admin
 ):
     rate_limit_rule(scope=RateLimitScope.TOOL, target="whoami", limit=3)
     started = timezone.now()
     balancer = Alternating([server, second_server])
     # The other tool renames its caller: a person of the test's own, not the demo's alice.
-    async with sdk_client(server, person_of(own_admin), transport=balancer) as (client, _):
+    async with minted_sdk_client(committed, server, person_of(own_admin), transport=balancer) as (client, _):
         allowed = [await client.call_tool("whoami", {}) for _ in range(3)]
         with pytest.raises(MCPError) as refused:
             await client.call_tool("whoami", {})
@@ -137,10 +138,10 @@ async def test_a_tool_limit_holds_across_two_servers_and_says_when_to_retry(
 
 
 async def test_another_person_s_calls_are_counted_apart_in_the_same_tenant_and_in_another(
-    server, second_server, rate_limit_rule
+    server, second_server, committed, rate_limit_rule
 ):
     rate_limit_rule(scope=RateLimitScope.TOOL, target="whoami", limit=3)
-    async with sdk_client(server, Person("alice")) as (client, _):
+    async with minted_sdk_client(committed, server, Person("alice")) as (client, _):
         for _ in range(3):
             await client.call_tool("whoami", {})
         with pytest.raises(MCPError) as refused:
@@ -149,18 +150,18 @@ async def test_another_person_s_calls_are_counted_apart_in_the_same_tenant_and_i
 
     for name in ("bob", "carol"):
         balancer = Alternating([server, second_server])
-        async with sdk_client(server, Person(name), transport=balancer) as (client, _):
+        async with minted_sdk_client(committed, server, Person(name), transport=balancer) as (client, _):
             results = [await client.call_tool("whoami", {}) for _ in range(3)]
         assert [result.structured_content["user"]["username"] for result in results] == [name] * 3
 
 
 async def test_resource_reads_under_a_tenant_s_prefix_rule_are_limited_across_servers(
-    server, second_server, rate_limit_rule, tenant_toolset
+    server, second_server, committed, rate_limit_rule, tenant_toolset
 ):
     tenant_toolset("acme", "conformance", enabled=True)
     rate_limit_rule(scope=RateLimitScope.RESOURCE, target="test://static", limit=2, tenant="acme")
     balancer = Alternating([server, second_server])
-    async with sdk_client(server, Person("alice"), transport=balancer) as (client, _):
+    async with minted_sdk_client(committed, server, Person("alice"), transport=balancer) as (client, _):
         await client.read_resource("test://static-text")
         await client.read_resource("test://static-binary")
         with pytest.raises(MCPError) as refused:
@@ -172,6 +173,8 @@ async def test_resource_reads_under_a_tenant_s_prefix_rule_are_limited_across_se
     assert_refused_with_retry_hint(refused.value, limit="2 per 1 minute")
     assert watched.contents
 
-    async with sdk_client(server, Person("bob"), transport=Alternating([second_server])) as (client, _):
+    async with minted_sdk_client(
+        committed, server, Person("bob"), transport=Alternating([second_server])
+    ) as (client, _):
         read_by_bob = await client.read_resource("test://static-text")
     assert read_by_bob.contents

@@ -16,7 +16,6 @@ from mcp_types import TextContent
 from accounts.models import Role
 from llm_gateway.models import LlmBudget, LlmUsage
 from tests.e2e.conftest import person_of
-from tests.e2e.harness import sdk_client
 from tests.e2e.llm_gateway_support import (
     INVOKE,
     api_client,
@@ -25,6 +24,7 @@ from tests.e2e.llm_gateway_support import (
     invoke_body,
     script,
 )
+from tests.e2e.oauth_driver import minted_sdk_client
 from tests.support.factories import LanguageModelFactory, MembershipFactory
 
 pytestmark = pytest.mark.django_db
@@ -141,7 +141,7 @@ async def test_the_mcp_tool_keeps_the_same_contract(
     schema = {"type": "object", "properties": {"answer": {"type": "integer"}}, "required": ["answer"]}
     script(script_path, json.dumps({"answer": 42}))
 
-    async with sdk_client(gateway_server, person) as (client, _):
+    async with minted_sdk_client(committed, gateway_server, person) as (client, _):
         tools = {tool.name: tool for tool in (await client.list_tools()).tools}
         result = await client.call_tool("llm_invoke", invoke_body(response_schema=schema, temperature=0))
         committed(_budget, tenant=own.tenant, period="day", max_tokens=1)
@@ -164,7 +164,7 @@ async def test_the_mcp_tool_keeps_the_same_contract(
 async def test_the_mcp_tool_is_off_until_the_tenant_turns_it_on(gateway_server, committed, own):
     person = person_of(own)
 
-    async with sdk_client(gateway_server, person) as (client, _):
+    async with minted_sdk_client(committed, gateway_server, person) as (client, _):
         names = {tool.name for tool in (await client.list_tools()).tools}
 
     assert "llm_invoke" not in names

@@ -18,8 +18,8 @@ from mcp_types import (
 )
 
 from mcp_gateway.models import RelayedMessage
-from tests.e2e.harness import Person, RoundRobin, sdk_client
-from tests.e2e.oauth_driver import access_token
+from tests.e2e.harness import Person, RoundRobin
+from tests.e2e.oauth_driver import minted_sdk_client, minted_token
 from tests.e2e.raw_mcp import RawMcp
 
 pytestmark = pytest.mark.django_db
@@ -40,11 +40,12 @@ async def _answer_sampling(context, params: CreateMessageRequestParams) -> Creat
 
 
 async def test_the_sdk_client_answers_elicitation_and_sampling_behind_a_balancer(
-    server, second_server, tenant_toolset
+    server, second_server, committed, tenant_toolset
 ):
     tenant_toolset("acme", "conformance", enabled=True)
     balancer = RoundRobin([server.port, second_server.port])
-    async with sdk_client(
+    async with minted_sdk_client(
+        committed,
         server,
         Person("alice"),
         transport=balancer,
@@ -104,9 +105,9 @@ def _answer_on(raw: RawMcp, url: str, session_id: str, **content: str) -> Callab
     return answer
 
 
-async def test_the_answer_may_reach_another_worker(server, second_server, tenant_toolset):
+async def test_the_answer_may_reach_another_worker(server, second_server, committed, tenant_toolset):
     tenant_toolset("acme", "conformance", enabled=True)
-    raw = RawMcp(await access_token(server, Person("alice")))
+    raw = RawMcp(minted_token(committed, server, Person("alice")))
     try:
         session_id = await raw.initialize(server.mcp_url, capabilities={"elicitation": {}})
 
@@ -117,11 +118,11 @@ async def test_the_answer_may_reach_another_worker(server, second_server, tenant
     assert "bea@acme.test" in final["result"]["content"][0]["text"]
 
 
-async def test_a_large_answer_crosses_workers(server, second_server, tenant_toolset):
+async def test_a_large_answer_crosses_workers(server, second_server, committed, tenant_toolset):
     """Answers beyond PostgreSQL's notification size travel through a row."""
     tenant_toolset("acme", "conformance", enabled=True)
     big = "x" * 20_000
-    raw = RawMcp(await access_token(server, Person("alice")))
+    raw = RawMcp(minted_token(committed, server, Person("alice")))
     try:
         session_id = await raw.initialize(server.mcp_url, capabilities={"elicitation": {}})
 
@@ -133,9 +134,9 @@ async def test_a_large_answer_crosses_workers(server, second_server, tenant_tool
     assert not await RelayedMessage.objects.aexists()
 
 
-async def test_a_client_without_elicitation_gets_a_clear_tool_error(server, tenant_toolset):
+async def test_a_client_without_elicitation_gets_a_clear_tool_error(server, committed, tenant_toolset):
     tenant_toolset("acme", "conformance", enabled=True)
-    raw = RawMcp(await access_token(server, Person("alice")))
+    raw = RawMcp(minted_token(committed, server, Person("alice")))
     try:
         session_id = await raw.initialize(server.mcp_url)
         result = await raw.result(server.mcp_url, "tools/call", ELICIT, session_id=session_id)
@@ -145,9 +146,9 @@ async def test_a_client_without_elicitation_gets_a_clear_tool_error(server, tena
     assert "does not offer elicitation" in result["content"][0]["text"]
 
 
-async def test_only_the_session_that_was_asked_can_answer(server, second_server, tenant_toolset):
+async def test_only_the_session_that_was_asked_can_answer(server, second_server, committed, tenant_toolset):
     tenant_toolset("acme", "conformance", enabled=True)
-    raw = RawMcp(await access_token(server, Person("alice")))
+    raw = RawMcp(minted_token(committed, server, Person("alice")))
     try:
         asked = await raw.initialize(server.mcp_url, capabilities={"elicitation": {}})
         other = await raw.initialize(server.mcp_url, capabilities={"elicitation": {}})
@@ -169,8 +170,10 @@ async def test_only_the_session_that_was_asked_can_answer(server, second_server,
     assert "'username': 'genuine'" in final["result"]["content"][0]["text"]
 
 
-async def test_a_cancelled_call_stops_on_whichever_worker_runs_it(faults_server, second_faults_server):
-    raw = RawMcp(await access_token(faults_server, Person("alice")))
+async def test_a_cancelled_call_stops_on_whichever_worker_runs_it(
+    faults_server, second_faults_server, committed
+):
+    raw = RawMcp(minted_token(committed, faults_server, Person("alice")))
     try:
         session_id = await raw.initialize(faults_server.mcp_url)
         raw.next_id += 1

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from mcp.shared.exceptions import MCPError
 
-from tests.e2e.harness import Person, sdk_client
-from tests.e2e.oauth_driver import access_token
+from tests.e2e.harness import Person
+from tests.e2e.oauth_driver import minted_sdk_client, minted_token
 from tests.e2e.raw_mcp import RawMcp, sse_messages
 from tests.toolsets.faults import SECRET_DETAIL
 
@@ -14,8 +14,8 @@ pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-async def session(faults_server):
-    raw = RawMcp(await access_token(faults_server, Person("alice")))
+async def session(faults_server, committed):
+    raw = RawMcp(minted_token(committed, faults_server, Person("alice")))
     session_id = await raw.initialize(faults_server.mcp_url)
     yield raw, session_id
     await raw.aclose()
@@ -109,20 +109,20 @@ async def test_an_internal_error_is_logged_with_its_stack_trace(faults_server, s
     assert SECRET_DETAIL in log
 
 
-async def test_progress_notifications_reach_the_sdk_client(faults_server):
+async def test_progress_notifications_reach_the_sdk_client(faults_server, committed):
     seen: list[tuple[float, float | None, str | None]] = []
 
     async def on_progress(progress: float, total: float | None, message: str | None) -> None:
         seen.append((progress, total, message))
 
-    async with sdk_client(faults_server, Person("alice")) as (client, _):
+    async with minted_sdk_client(committed, faults_server, Person("alice")) as (client, _):
         result = await client.call_tool("count_with_progress", {"steps": 3}, progress_callback=on_progress)
     assert result.structured_content == {"result": 3}
     assert seen == [(1, 3, "step 1"), (2, 3, "step 2"), (3, 3, "step 3")]
 
 
-async def test_the_sdk_client_surfaces_the_code_and_data(faults_server):
-    async with sdk_client(faults_server, Person("alice")) as (client, _):
+async def test_the_sdk_client_surfaces_the_code_and_data(faults_server, committed):
+    async with minted_sdk_client(committed, faults_server, Person("alice")) as (client, _):
         with pytest.raises(MCPError) as refusal:
             await client.call_tool("fail_not_found", {})
     assert refusal.value.code == -32002

@@ -18,7 +18,7 @@ import pytest
 
 from tests.e2e.fuzz_corpus import RAW_REQUESTS, Case, corpus
 from tests.e2e.harness import Person
-from tests.e2e.oauth_driver import access_token
+from tests.e2e.oauth_driver import minted_token
 from tests.e2e.raw_mcp import MCP_HEADERS, RawMcp
 
 pytestmark = pytest.mark.django_db
@@ -95,8 +95,8 @@ def shape_problem(case: Case, response: httpx.Response) -> str | None:
 
 
 @pytest.fixture
-async def mcp_credentials(server):
-    token = await access_token(server, Person("alice"))
+async def mcp_credentials(server, committed):
+    token = minted_token(committed, server, Person("alice"))
     raw = RawMcp(token)
     session_id = await raw.initialize(server.mcp_url)
     await raw.aclose()

@@ -8,7 +8,6 @@ asks again rather than trusting an answer that is not what was asked.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import time
 from typing import Any
@@ -19,7 +18,6 @@ from mcp.server.request_state import _principal_claim, _request_identity, compac
 
 from mcp_gateway.input_required import INVALID_STATE
 from mcp_gateway.request_state import request_state_security
-from tests.e2e.conftest import MAIN_SERVER_TOOLSET_CACHE_SECONDS
 from tests.e2e.harness import E2E_SECRET_KEY
 from tests.e2e.raw_mcp import RawMcp, sse_messages
 from tests.support.factories import AccessTokenFactory, MembershipFactory
@@ -84,7 +82,6 @@ async def caller(server, committed, tenant_toolset):
     membership = committed(MembershipFactory)
     token = committed(AccessTokenFactory, membership=membership, resource=[server.mcp_url])
     tenant_toolset(membership.tenant.slug, "conformance", enabled=True)
-    await asyncio.sleep(MAIN_SERVER_TOOLSET_CACHE_SECONDS + 0.5)
     raw = RawMcp(token.token)
     yield Caller(server, raw, token)
     await raw.aclose()

@@ -6,16 +6,16 @@ import anyio
 import httpx
 import pytest
 
-from tests.e2e.harness import Person, sdk_client
-from tests.e2e.oauth_driver import access_token
+from tests.e2e.harness import Person
+from tests.e2e.oauth_driver import minted_sdk_client, minted_token
 from tests.e2e.raw_mcp import MCP_HEADERS, initialize_body
 
 pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-async def alice_token(server):
-    return await access_token(server, Person("alice"))
+def alice_token(server, committed):
+    return minted_token(committed, server, Person("alice"))
 
 
 @pytest.mark.parametrize("path", ["/mcp", "/mcp/"])
@@ -33,13 +33,13 @@ async def test_the_endpoint_answers_with_and_without_a_trailing_slash(server, al
     assert response.headers["mcp-session-id"]
 
 
-async def test_concurrent_callers_each_see_only_their_own_identity(server):
+async def test_concurrent_callers_each_see_only_their_own_identity(server, committed):
     """Identity travels with each HTTP request; nothing global can mix two callers up."""
     people = [Person("alice"), Person("bob"), Person("carol")]
     seen: dict[str, set[tuple[str, str, str]]] = {person.username: set() for person in people}
 
     async def hammer(person: Person) -> None:
-        async with sdk_client(server, person) as (client, _):
+        async with minted_sdk_client(committed, server, person) as (client, _):
             for _ in range(10):
                 result = await client.call_tool("whoami", {})
                 content = result.structured_content

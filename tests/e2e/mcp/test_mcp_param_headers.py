@@ -13,7 +13,8 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from tests.e2e.harness import Person, sdk_client
+from tests.e2e.harness import Person
+from tests.e2e.oauth_driver import minted_sdk_client
 from tests.e2e.param_headers import (
     ARGUMENTS,
     TOOL,
@@ -209,7 +210,9 @@ async def test_a_tenant_without_the_toolset_is_told_the_tool_is_unknown(server, 
     assert "Unknown tool" in message["error"]["message"]
 
 
-async def test_the_official_client_mirrors_every_kind_of_value_and_is_accepted(server, acme_conformance):
+async def test_the_official_client_mirrors_every_kind_of_value_and_is_accepted(
+    server, committed, acme_conformance
+):
     arguments = {
         **ARGUMENTS,
         "verbose": False,
@@ -226,7 +229,7 @@ async def test_the_official_client_mirrors_every_kind_of_value_and_is_accepted(s
         "crlf_val": "line1\r\nline2",
         "tab_val": "\tindented",
     }
-    async with sdk_client(server, Person("alice"), mode="2026-07-28") as (client, _):
+    async with minted_sdk_client(committed, server, Person("alice"), mode="2026-07-28") as (client, _):
         result = await client.call_tool(TOOL, arguments)
         null_result = await client.call_tool(
             "test_custom_headers_null", {"region": "us-east1", "priority": 1, "query": "SELECT 1"}

@@ -33,7 +33,8 @@ from mcp_gateway.stdio import (
     USER_INACTIVE,
 )
 from tests.e2e.conftest import _in_own_thread
-from tests.e2e.harness import Person, sdk_client
+from tests.e2e.harness import Person
+from tests.e2e.oauth_driver import minted_sdk_client
 from tests.support.factories import MembershipFactory
 
 pytestmark = pytest.mark.django_db
@@ -101,8 +102,8 @@ def run_refused(server: Any, *arguments: str) -> subprocess.CompletedProcess[byt
 
 
 @pytest.mark.parametrize("mode", MODES)
-async def test_alice_lists_over_stdio_what_she_lists_over_http_and_calls_whoami(server, mode):
-    async with sdk_client(server, Person("alice")) as (http, _):
+async def test_alice_lists_over_stdio_what_she_lists_over_http_and_calls_whoami(server, committed, mode):
+    async with minted_sdk_client(committed, server, Person("alice")) as (http, _):
         over_http = sorted(tool.name for tool in (await http.list_tools()).tools)
     async with stdio_client(server, "alice", mode=mode) as client:
         over_stdio = sorted(tool.name for tool in (await client.list_tools()).tools)
@@ -120,9 +121,9 @@ async def test_alice_lists_over_stdio_what_she_lists_over_http_and_calls_whoami(
     assert content["client"]["client_id"] == STDIO_CLIENT_ID
 
 
-async def test_a_viewer_is_refused_a_write_tool_with_the_same_error_as_over_http(server):
+async def test_a_viewer_is_refused_a_write_tool_with_the_same_error_as_over_http(server, committed):
     arguments = {"display_name": "Bobby"}
-    async with sdk_client(server, Person("bob")) as (http, _):
+    async with minted_sdk_client(committed, server, Person("bob")) as (http, _):
         with pytest.raises(MCPError) as over_http:
             await http.call_tool("set_display_name", arguments)
     async with stdio_client(server, "bob") as client:

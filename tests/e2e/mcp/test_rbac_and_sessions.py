@@ -9,7 +9,7 @@ from mcp.shared.exceptions import MCPError
 from accounts.models import User
 from tests.e2e.conftest import person_of
 from tests.e2e.harness import ACME_VIEWER_SCOPE, ACME_VIEWER_TOOLS, Person, sdk_client
-from tests.e2e.oauth_driver import OAuthDriver
+from tests.e2e.oauth_driver import minted_sdk_client, minted_token
 from tests.e2e.raw_mcp import MCP_HEADERS, initialize_body
 
 pytestmark = pytest.mark.django_db
@@ -54,17 +54,17 @@ async def test_a_viewer_sees_only_read_tools_and_cannot_call_a_write_tool(server
     assert (await User.objects.aget(username="bob")).display_name == "Bob Before"
 
 
-async def test_an_admin_can_call_a_write_tool(server, own_admin):
-    async with sdk_client(server, person_of(own_admin)) as (client, _):
+async def test_an_admin_can_call_a_write_tool(server, committed, own_admin):
+    async with minted_sdk_client(committed, server, person_of(own_admin)) as (client, _):
         result = await client.call_tool("set_display_name", {"display_name": "  Alice A.  "})
     assert result.is_error is False
     assert result.structured_content == {"display_name": "Alice A."}
     assert (await User.objects.aget(pk=own_admin.user.pk)).display_name == "Alice A."
 
 
-async def test_a_write_tool_rejects_a_blank_display_name_before_running(server, display_name):
+async def test_a_write_tool_rejects_a_blank_display_name_before_running(server, committed, display_name):
     await display_name("alice", "Alice Before")
-    async with sdk_client(server, Person("alice")) as (client, _):
+    async with minted_sdk_client(committed, server, Person("alice")) as (client, _):
         with pytest.raises(MCPError) as refusal:
             await client.call_tool("set_display_name", {"display_name": "   "})
     assert refusal.value.code == -32602
@@ -72,18 +72,14 @@ async def test_a_write_tool_rejects_a_blank_display_name_before_running(server, 
     assert (await User.objects.aget(username="alice")).display_name == "Alice Before"
 
 
-async def test_a_session_id_used_with_another_user_s_token_is_not_found(server):
-    driver = OAuthDriver(server)
-    try:
-        alice = await driver.token_for(Person("alice"))
-        carol = await driver.token_for(Person("carol"))
-    finally:
-        await driver.aclose()
+async def test_a_session_id_used_with_another_user_s_token_is_not_found(server, committed):
+    alice = minted_token(committed, server, Person("alice"))
+    carol = minted_token(committed, server, Person("carol"))
     async with httpx.AsyncClient(timeout=10) as http:
         opened = await http.post(
             server.mcp_url,
             json=initialize_body(),
-            headers={**MCP_HEADERS, "authorization": f"Bearer {alice['access_token']}"},
+            headers={**MCP_HEADERS, "authorization": f"Bearer {alice}"},
         )
         assert opened.status_code == 200
         session_id = opened.headers["mcp-session-id"]
@@ -93,12 +89,12 @@ async def test_a_session_id_used_with_another_user_s_token_is_not_found(server):
         hijack = await http.post(
             server.mcp_url,
             json=listing,
-            headers={**headers, "authorization": f"Bearer {carol['access_token']}"},
+            headers={**headers, "authorization": f"Bearer {carol}"},
         )
         own = await http.post(
             server.mcp_url,
             json=listing,
-            headers={**headers, "authorization": f"Bearer {alice['access_token']}"},
+            headers={**headers, "authorization": f"Bearer {alice}"},
         )
     assert hijack.status_code == 404
     assert own.status_code == 200

@@ -6,8 +6,6 @@ completes the call."""
 
 from __future__ import annotations
 
-import asyncio
-
 import pytest
 from mcp.shared.exceptions import MCPError
 from mcp_types import (
@@ -23,7 +21,6 @@ from pydantic import FileUrl
 
 from core.models import AuditAction, AuditOutcome
 from mcp_gateway.input_required import INVALID_STATE
-from tests.e2e.conftest import MAIN_SERVER_TOOLSET_CACHE_SECONDS
 from tests.e2e.harness import Person, sdk_client
 from tests.e2e.stamping import StampingTransport, audit_events
 
@@ -36,7 +33,6 @@ CONFIRMED: InputResponses = {"confirm": ElicitResult(action="accept", content={"
 @pytest.fixture
 async def conformance_on(server, tenant_toolset):
     tenant_toolset("acme", "conformance", enabled=True)
-    await asyncio.sleep(MAIN_SERVER_TOOLSET_CACHE_SECONDS + 0.5)
 
 
 async def _first_round(client, name: str = TAMPERED) -> InputRequiredResult:

@@ -10,8 +10,8 @@ from django.utils import timezone
 
 from accounts.models import Tenant, User
 from mcp_gateway.models import McpSession
-from tests.e2e.harness import ACME_ADMIN_TOOLS, RESEARCH_TOOLS, Person, RoundRobin, sdk_client
-from tests.e2e.oauth_driver import access_token
+from tests.e2e.harness import ACME_ADMIN_TOOLS, RESEARCH_TOOLS, Person, RoundRobin
+from tests.e2e.oauth_driver import access_token, minted_sdk_client, minted_token
 from tests.e2e.raw_mcp import RawMcp
 from tests.support.factories import (
     DEFAULT_PASSWORD,
@@ -25,14 +25,22 @@ pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-async def alice(server):
+async def alice(server, committed):
+    raw = RawMcp(minted_token(committed, server, Person("alice")))
+    yield raw
+    await raw.aclose()
+
+
+@pytest.fixture
+async def alice_by_oauth(server):
+    """alice with a token from the OAuth flow, for a test that looks at the client it registered."""
     raw = RawMcp(await access_token(server, Person("alice")))
     yield raw
     await raw.aclose()
 
 
-async def test_initialize_records_who_opened_the_session_and_how(server, alice):
-    session_id = await alice.initialize(server.mcp_url, client_name="recorder")
+async def test_initialize_records_who_opened_the_session_and_how(server, alice_by_oauth):
+    session_id = await alice_by_oauth.initialize(server.mcp_url, client_name="recorder")
 
     session = await McpSession.objects.select_related("user", "tenant", "application").aget(pk=session_id)
     assert session.user.username == "alice"
@@ -73,8 +81,8 @@ async def test_delete_on_either_worker_ends_the_session_on_both(server, second_s
     assert session.termination_reason == "client"
 
 
-async def test_killing_a_worker_mid_session_loses_nothing(doomed_server, second_server):
-    raw = RawMcp(await access_token(doomed_server, Person("alice")))
+async def test_killing_a_worker_mid_session_loses_nothing(doomed_server, second_server, committed):
+    raw = RawMcp(minted_token(committed, doomed_server, Person("alice")))
     try:
         session_id = await raw.initialize(doomed_server.mcp_url)
         before = await raw.result(
@@ -89,9 +97,9 @@ async def test_killing_a_worker_mid_session_loses_nothing(doomed_server, second_
     assert after["structuredContent"] == before["structuredContent"]
 
 
-async def test_the_sdk_client_works_through_a_round_robin_balancer(server, second_server):
+async def test_the_sdk_client_works_through_a_round_robin_balancer(server, second_server, committed):
     balancer = RoundRobin([server.port, second_server.port])
-    async with sdk_client(server, Person("alice"), transport=balancer) as (client, _):
+    async with minted_sdk_client(committed, server, Person("alice"), transport=balancer) as (client, _):
         results = [await client.call_tool("whoami", {}) for _ in range(4)]
         tools = await client.list_tools()
     assert all(r.structured_content and r.structured_content["user"]["username"] == "alice" for r in results)
@@ -186,7 +194,7 @@ async def test_deactivating_a_user_stops_their_sessions_at_once(server, committe
     tenant = await Tenant.objects.aget(slug="acme")
     eve = committed(UserFactory, username="eve")
     committed(MembershipFactory, user=eve, tenant=tenant, role="admin")
-    raw = RawMcp(await access_token(server, Person("eve", password=DEFAULT_PASSWORD)))
+    raw = RawMcp(minted_token(committed, server, Person("eve", password=DEFAULT_PASSWORD)))
     try:
         session_id = await raw.initialize(server.mcp_url)
         await User.objects.filter(pk=eve.pk).aupdate(is_active=False)

@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import asyncio
-
 import pytest
 
-from tests.e2e.conftest import MAIN_SERVER_TOOLSET_CACHE_SECONDS
 from tests.e2e.harness import Person
 from tests.e2e.oauth_driver import access_token
 from tests.e2e.raw_mcp import RawMcp, sse_messages
@@ -41,7 +38,6 @@ async def test_a_disabled_toolset_is_hidden_and_refused_for_that_tenant(faults_s
 
 async def test_log_messages_honour_the_session_s_level(server, tenant_toolset):
     tenant_toolset("acme", "conformance", enabled=True)
-    await asyncio.sleep(MAIN_SERVER_TOOLSET_CACHE_SECONDS + 0.5)
     raw, session_id = await _session(server, Person("alice"))
     try:
         counts = {}

@@ -21,7 +21,7 @@ from research.models import LibraryPaper
 from research.records import doi_normalize, title_normalize
 from tests.e2e.conftest import _in_own_thread
 from tests.e2e.harness import Person, sdk_client
-from tests.e2e.oauth_driver import access_token
+from tests.e2e.oauth_driver import minted_sdk_client, minted_token
 from tests.e2e.raw_mcp import RawMcp, sse_messages
 
 pytestmark = pytest.mark.django_db
@@ -84,9 +84,9 @@ def _titles(checkpoint: dict[str, Any]) -> set[str]:
 
 
 async def test_a_search_runs_to_completion_with_a_decision_at_each_checkpoint(
-    server, jobs_worker, research_on
+    server, jobs_worker, committed, research_on
 ):
-    async with sdk_client(server, Person("alice")) as (client, _):
+    async with minted_sdk_client(committed, server, Person("alice")) as (client, _):
         progress = Progress()
         started = await _call(client, "search_papers", {"query": "quokka", "max_results": 20}, progress)
         session_id = started["session_id"]
@@ -178,12 +178,12 @@ async def test_a_cancelled_search_stays_cancelled(server, jobs_worker, research_
     assert job.client_id
 
 
-async def test_another_persons_session_reads_like_an_unknown_one(server, jobs_worker, research_on):
-    async with sdk_client(server, Person("alice")) as (client, _):
+async def test_another_persons_session_reads_like_an_unknown_one(server, jobs_worker, committed, research_on):
+    async with minted_sdk_client(committed, server, Person("alice")) as (client, _):
         started = await _call(client, "search_papers", {"query": "quokka"})
     session_id = started["session_id"]
     for person in (Person("bob"), Person("carol")):
-        async with sdk_client(server, person) as (client, _):
+        async with minted_sdk_client(committed, server, person) as (client, _):
             result = await client.call_tool("get_session", {"session_id": session_id})
         assert result.is_error
         error = result.structured_content["error"]
@@ -194,8 +194,8 @@ async def test_another_persons_session_reads_like_an_unknown_one(server, jobs_wo
         assert "-32002" in text.text
 
 
-async def test_a_viewer_may_follow_but_not_start_a_search(server, research_on):
-    async with sdk_client(server, Person("bob")) as (client, _):
+async def test_a_viewer_may_follow_but_not_start_a_search(server, committed, research_on):
+    async with minted_sdk_client(committed, server, Person("bob")) as (client, _):
         listed = {tool.name for tool in (await client.list_tools()).tools}
         with pytest.raises(MCPError) as refusal:
             await client.call_tool("search_papers", {"query": "quokka"})
@@ -222,8 +222,8 @@ async def _raw_call(raw: RawMcp, server: Any, session_id: str, name: str, argume
     return response, request_id
 
 
-async def test_hostile_arguments_get_clean_errors_and_audit_rows(server, jobs_worker, research_on):
-    raw = RawMcp(await access_token(server, Person("alice")))
+async def test_hostile_arguments_get_clean_errors_and_audit_rows(server, jobs_worker, committed, research_on):
+    raw = RawMcp(minted_token(committed, server, Person("alice")))
     try:
         session_id = await raw.initialize(server.mcp_url)
         deep: dict[str, Any] = {"leaf": 1}

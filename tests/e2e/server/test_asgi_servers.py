@@ -30,10 +30,10 @@ class UvicornServer(DaphneServer):
             "-m",
             "uvicorn",
             "--no-access-log",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(self.port),
+            # uvicorn takes the descriptor for a Unix socket's (its TCP connections go without
+            # TCP_NODELAY): no matter for what these tests check, which is none of its speed.
+            "--fd",
+            str(self.listening_fd),
             "config.asgi:application",
         ]
 

@@ -12,6 +12,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from core.metrics import METRICS_FORBIDDEN
 from tests.e2e.harness import DaphneServer, Person, sdk_client
+from tests.e2e.oauth_driver import minted_sdk_client
 
 pytestmark = pytest.mark.django_db
 
@@ -77,11 +78,11 @@ async def test_a_whoami_call_shows_in_the_tool_call_counter_and_latency_histogra
     )
 
 
-async def test_a_refused_tool_call_shows_as_denied(server):
+async def test_a_refused_tool_call_shows_as_denied(server, committed):
     labels = {"tool": "set_display_name", "tenant": "acme", "outcome": "denied"}
     before = await _scrape(server)
 
-    async with sdk_client(server, Person("bob")) as (client, _):
+    async with minted_sdk_client(committed, server, Person("bob")) as (client, _):
         with pytest.raises(MCPError):
             await client.call_tool("set_display_name", {"display_name": "Bobby"})
 

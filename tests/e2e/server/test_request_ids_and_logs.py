@@ -12,6 +12,7 @@ import httpx2
 import pytest
 
 from tests.e2e.harness import DaphneServer, Person, sdk_client
+from tests.e2e.oauth_driver import minted_sdk_client
 
 pytestmark = pytest.mark.django_db
 
@@ -102,9 +103,9 @@ async def test_the_server_log_holds_a_json_access_line_for_a_request(server):
     assert "do-not-log-me" not in server.log()
 
 
-async def test_the_server_log_ties_an_mcp_tool_call_to_its_request_id(server):
+async def test_the_server_log_ties_an_mcp_tool_call_to_its_request_id(server, committed):
     recorder = RecordingTransport()
-    async with sdk_client(server, Person("alice"), transport=recorder) as (client, _):
+    async with minted_sdk_client(committed, server, Person("alice"), transport=recorder) as (client, _):
         await client.call_tool("whoami", {})
     [call] = [r for r in recorder.responses if b'"tools/call"' in r.request.content]
 

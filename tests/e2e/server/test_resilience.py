@@ -9,7 +9,7 @@ from django.db import connection
 
 from tests.e2e.conftest import SERVER_DB_APPLICATION
 from tests.e2e.harness import Person
-from tests.e2e.oauth_driver import access_token
+from tests.e2e.oauth_driver import minted_token
 from tests.e2e.raw_mcp import MCP_HEADERS, initialize_body
 
 pytestmark = pytest.mark.django_db
@@ -26,8 +26,8 @@ def _terminate_server_connections() -> int:
     return int(killed)
 
 
-async def test_the_endpoint_reconnects_after_its_database_connections_are_killed(server):
-    token = await access_token(server, Person("alice"))
+async def test_the_endpoint_reconnects_after_its_database_connections_are_killed(server, committed):
+    token = minted_token(committed, server, Person("alice"))
     headers = {**MCP_HEADERS, "authorization": f"Bearer {token}"}
     async with httpx.AsyncClient(timeout=10) as http:
         assert (await http.post(server.mcp_url, json=initialize_body(), headers=headers)).status_code == 200

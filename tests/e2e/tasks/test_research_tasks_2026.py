@@ -9,7 +9,6 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.conftest import MAIN_SERVER_TOOLSET_CACHE_SECONDS
 from tests.e2e.harness import Person
 from tests.e2e.oauth_driver import access_token
 from tests.e2e.research.test_research_tools import PAPERS, research_on  # noqa: F401 (a fixture)
@@ -29,7 +28,6 @@ async def clients(server, jobs_worker, research_on):  # noqa: F811
         await access_token(server, Person("bob"), scope="mcp:read"),
         await access_token(server, Person("carol")),
     ]
-    await asyncio.sleep(MAIN_SERVER_TOOLSET_CACHE_SECONDS + 0.5)
     async with httpx.AsyncClient(timeout=60) as http:
         yield {
             name: Client(http, server.mcp_url, token)

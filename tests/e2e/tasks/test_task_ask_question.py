@@ -1,18 +1,15 @@
 """``ask_question`` as a task of the 2026-07-28 tasks extension, end to end: started on one Daphne
 process, run by a ``jobs_worker`` on acme's sample database with the model scripted (litellm's
-``mock_response``), and followed to its answer on another process sharing the database."""
+``mock_response``), and followed to its answer on another process sharing the database. The
+processes are the session's gateway servers and their worker, whose script the test writes first."""
 
 from __future__ import annotations
-
-from collections.abc import Iterator
-from pathlib import Path
 
 import httpx
 import pytest
 
 from data_agent.models import Ontology
 from data_agent.sample import ONTOLOGY_NAME
-from tests.e2e.conftest import _serve
 from tests.e2e.data_agent.test_ask_question import (
     CAVEAT,
     CHART,
@@ -22,55 +19,12 @@ from tests.e2e.data_agent.test_ask_question import (
     _direct,
     _script_writer,
 )
-from tests.e2e.harness import DaphneServer, Person
+from tests.e2e.harness import Person
 from tests.e2e.oauth_driver import access_token
 from tests.e2e.tasks.test_task_extension_http import Client
-from tests.jobs.worker_process import JobsWorkerProcess
 from tests.support.factories import LanguageModelFactory
 
 pytestmark = pytest.mark.django_db
-
-# The servers' tool tasks go to a queue only this module's worker takes (the session's worker has
-# no scripted model).
-ASK_TASK_QUEUE = "ask-task-e2e"
-
-
-@pytest.fixture(scope="module")
-def script_path(tmp_path_factory) -> Path:
-    return tmp_path_factory.mktemp("llm-tasks") / "script.json"
-
-
-def _ask_env(script_path: Path) -> dict[str, str]:
-    return {"LLM_MOCK_RESPONSES_FILE": str(script_path), "JOBS_TOOL_TASK_QUEUE": ASK_TASK_QUEUE}
-
-
-@pytest.fixture(scope="module")
-def first(demo, database_url, tmp_path_factory, script_path) -> Iterator[DaphneServer]:
-    yield from _serve(tmp_path_factory, database_url, "ask-task-first", **_ask_env(script_path))
-
-
-@pytest.fixture(scope="module")
-def second(first, database_url, tmp_path_factory, script_path) -> Iterator[DaphneServer]:
-    yield from _serve(
-        tmp_path_factory,
-        database_url,
-        "ask-task-second",
-        public_url=first.public_url,
-        **_ask_env(script_path),
-    )
-
-
-@pytest.fixture(scope="module")
-def ask_worker(first, tmp_path_factory) -> Iterator[JobsWorkerProcess]:
-    worker = JobsWorkerProcess(
-        env=first.env,
-        log_path=tmp_path_factory.mktemp("ask-task-worker") / "worker.log",
-        worker_id="e2e-ask-task-worker",
-        queue=ASK_TASK_QUEUE,
-    )
-    worker.start()
-    yield worker
-    worker.stop()
 
 
 @pytest.fixture
@@ -97,7 +51,7 @@ def expected(acme_sales) -> list[list]:
 
 
 async def test_a_task_started_on_one_process_is_answered_on_another(
-    first, second, ask_worker, acme_model, acme_sales, expected, script_path
+    gateway_server, second_gateway_server, gateway_jobs_worker, acme_model, acme_sales, expected, script_path
 ):
     _script_writer(script_path)(
         planner=PLAN,
@@ -106,9 +60,12 @@ async def test_a_task_started_on_one_process_is_answered_on_another(
         verifier={"ok": True, "caveats": [CAVEAT]},
         explainer={"narrative": "Sales by region.", "chart": CHART},
     )
-    token = await access_token(first, Person("alice"), scope="mcp:read ontologies:read data_agent:write")
+    token = await access_token(
+        gateway_server, Person("alice"), scope="mcp:read ontologies:read data_agent:write"
+    )
     async with httpx.AsyncClient(timeout=30) as http:
-        here, there = Client(http, first.mcp_url, token), Client(http, second.mcp_url, token)
+        here = Client(http, gateway_server.mcp_url, token)
+        there = Client(http, second_gateway_server.mcp_url, token)
         created = await here.result(
             "tools/call",
             {

@@ -2,17 +2,15 @@
 client, as a client author would use it: a ``ClientExtension`` whose ``ResultClaim`` takes the flat
 ``CreateTaskResult`` and follows the task with ``tasks/get`` until it is terminal, so
 ``Client.call_tool`` answers the tool's own result. Over real HTTP against two Daphne replicas that
-share the database: every ``tasks/*`` request goes to the replica that did not start the task, and
-the steps run in a ``manage.py jobs_worker`` of their own (its own queue, the same environment, the
-model scripted through ``LLM_MOCK_RESPONSES_FILE``)."""
+share the database (the session's gateway servers): every ``tasks/*`` request goes to the replica
+that did not start the task, and the steps run in their ``manage.py jobs_worker`` (a queue only it
+takes, the same environment, the model scripted through ``LLM_MOCK_RESPONSES_FILE``, which each test
+writes first)."""
 
 from __future__ import annotations
 
 import asyncio
 import json
-import secrets
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any, Literal
 
 import httpx2
@@ -28,7 +26,7 @@ from core.models import AuditAction, AuditEvent
 from data_agent.models import Ontology
 from data_agent.sample import ONTOLOGY_NAME
 from jobs.models import Job
-from tests.e2e.conftest import _serve
+from tests.e2e.conftest import GATEWAY_WORKER_ID
 from tests.e2e.data_agent.test_ask_question import (
     CAVEAT,
     CHART,
@@ -48,10 +46,6 @@ TASKS = "io.modelcontextprotocol/tasks"
 VERSION = "2026-07-28"
 UNKNOWN_TASK = -32602
 TERMINAL = frozenset({"completed", "failed", "cancelled"})
-# The steps of this module's tasks go to this queue, which only this module's worker takes: the
-# session's main worker (no model script) never runs them.
-QUEUE = "e2e-task-sdk-" + secrets.token_hex(4)
-WORKER_ID = "e2e-task-sdk-worker"
 # slow_compute's longest sleep: a step that ran for less than this was stopped.
 SLOW_SECONDS = 120
 POLLS = 1200
@@ -182,38 +176,21 @@ class Replicas(StampingTransport):
         return await super().handle_async_request(request)
 
 
-@pytest.fixture(scope="module")
-def script_path(tmp_path_factory) -> Path:
-    return tmp_path_factory.mktemp("llm-tasks") / "script.json"
+@pytest.fixture
+def first(gateway_server) -> DaphneServer:
+    """The replica the tasks start on."""
+    return gateway_server
 
 
-def _env(script_path: Path) -> dict[str, str]:
-    return {"LLM_MOCK_RESPONSES_FILE": str(script_path), "JOBS_TOOL_TASK_QUEUE": QUEUE}
+@pytest.fixture
+def second(second_gateway_server) -> DaphneServer:
+    """The replica every ``tasks/*`` request goes to."""
+    return second_gateway_server
 
 
-@pytest.fixture(scope="module")
-def first(demo, database_url, tmp_path_factory, script_path) -> Iterator[DaphneServer]:
-    yield from _serve(tmp_path_factory, database_url, "tasks-first", **_env(script_path))
-
-
-@pytest.fixture(scope="module")
-def second(first, database_url, tmp_path_factory, script_path) -> Iterator[DaphneServer]:
-    yield from _serve(
-        tmp_path_factory, database_url, "tasks-second", public_url=first.public_url, **_env(script_path)
-    )
-
-
-@pytest.fixture(scope="module")
-def worker(first, second, tmp_path_factory) -> Iterator[JobsWorkerProcess]:
-    process = JobsWorkerProcess(
-        env=first.env,
-        log_path=tmp_path_factory.mktemp("tasks-worker") / "worker.log",
-        worker_id=WORKER_ID,
-        queue=QUEUE,
-    )
-    process.start()
-    yield process
-    process.stop()
+@pytest.fixture
+def worker(gateway_jobs_worker) -> JobsWorkerProcess:
+    return gateway_jobs_worker
 
 
 @pytest.fixture
@@ -260,7 +237,7 @@ def _tasks_client(first: DaphneServer, second: DaphneServer, person: str, **opti
 def _running_step(task_id: str) -> str | None:
     """The task queue's id of the task's step once the worker runs it (claimed, not finished)."""
     job = Job.objects.get(pk=task_id)
-    return job.step_task_id if job.step_worker == WORKER_ID and job.step_task_id else None
+    return job.step_task_id if job.step_worker == GATEWAY_WORKER_ID and job.step_task_id else None
 
 
 @sync_to_async

@@ -12,7 +12,6 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.conftest import MAIN_SERVER_TOOLSET_CACHE_SECONDS
 from tests.e2e.harness import Person
 from tests.e2e.oauth_driver import access_token
 from tests.e2e.raw_mcp import MCP_HEADERS
@@ -38,7 +37,6 @@ async def clients(server, jobs_worker, tenant_toolset):
         access_token(server, Person("bob"), scope="mcp:read"),
         access_token(server, Person("carol")),
     )
-    await asyncio.sleep(MAIN_SERVER_TOOLSET_CACHE_SECONDS + 0.5)
     async with httpx.AsyncClient(timeout=30) as http:
         yield {
             name: Client(http, server.mcp_url, token)

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.e2e.harness import Person, sdk_client
+from tests.e2e.harness import Person
+from tests.e2e.oauth_driver import minted_sdk_client
 from tests.e2e.param_headers import call_body, call_headers, member_token, post_call, refusal_of, result_of
 from tests.e2e.raw_mcp import RawMcp, sse_messages
 from tests.support.upstream_support import UpstreamProcess, upstream_row
@@ -75,8 +76,8 @@ async def test_a_handshake_era_call_needs_no_header(server, header_upstream, tok
     assert message["result"]["content"][0]["text"] == "routed to us-west1", message
 
 
-async def test_the_official_client_sees_the_annotation_and_mirrors_it(server, header_upstream):
-    async with sdk_client(server, Person("alice"), mode="2026-07-28") as (client, _):
+async def test_the_official_client_sees_the_annotation_and_mirrors_it(server, committed, header_upstream):
+    async with minted_sdk_client(committed, server, Person("alice"), mode="2026-07-28") as (client, _):
         listed = {t.name: t for t in (await client.list_tools()).tools}
         result = await client.call_tool("route", {"region": "Grüße"})
     assert listed["route"].input_schema["properties"]["region"]["x-mcp-header"] == "Region"

@@ -7,7 +7,8 @@ import pytest
 from mcp.shared.exceptions import MCPError
 
 from core.errors import INSUFFICIENT_SCOPE
-from tests.e2e.harness import ACME_ADMIN_TOOLS, ACME_VIEWER_TOOLS, Person, sdk_client
+from tests.e2e.harness import ACME_ADMIN_TOOLS, ACME_VIEWER_TOOLS, Person
+from tests.e2e.oauth_driver import minted_sdk_client
 from tests.e2e.upstream_fixtures import remote_fields
 from tests.support.upstream_support import upstream_row
 
@@ -34,7 +35,7 @@ async def test_an_upstream_for_writers_is_hidden_from_a_viewer_and_refused_by_sc
         upstream_row, tenant="acme", name="writers", scopes=["mcp:write"], **remote_fields(http_upstream)
     )
 
-    async with sdk_client(server, Person("bob")) as (client, _):
+    async with minted_sdk_client(committed, server, Person("bob")) as (client, _):
         viewer_tools = {tool.name for tool in (await client.list_tools()).tools}
         viewer_prompts = {prompt.name for prompt in (await client.list_prompts()).prompts}
         viewer_resources = {str(r.uri) for r in (await client.list_resources()).resources}
@@ -44,7 +45,7 @@ async def test_an_upstream_for_writers_is_hidden_from_a_viewer_and_refused_by_sc
             await client.get_prompt("greet", {"name": "Bob"})
         with pytest.raises(MCPError) as refused_read:
             await client.read_resource("upstream://notes/readme")
-    async with sdk_client(server, Person("alice")) as (client, _):
+    async with minted_sdk_client(committed, server, Person("alice")) as (client, _):
         writer_tools = {tool.name for tool in (await client.list_tools()).tools}
         echoed = await client.call_tool("echo", {"text": "hi"})
 
@@ -64,7 +65,7 @@ async def test_an_upstream_for_writers_is_hidden_from_a_viewer_and_refused_by_sc
 async def test_a_viewer_sees_and_calls_an_upstream_open_to_readers(server, committed, http_upstream):
     committed(upstream_row, tenant="acme", name="readers", prefix_tools=True, **remote_fields(http_upstream))
 
-    async with sdk_client(server, Person("bob")) as (client, _):
+    async with minted_sdk_client(committed, server, Person("bob")) as (client, _):
         tools = {tool.name for tool in (await client.list_tools()).tools}
         echoed = await client.call_tool("readers_echo", {"text": "hi"})
 
@@ -78,7 +79,7 @@ async def test_another_tenant_s_upstream_is_neither_listed_nor_callable(server, 
         upstream_row, tenant="globex", name="globex-only", prefix_tools=True, **remote_fields(http_upstream)
     )
 
-    async with sdk_client(server, Person("alice")) as (client, _):
+    async with minted_sdk_client(committed, server, Person("alice")) as (client, _):
         tools = {tool.name for tool in (await client.list_tools()).tools}
         prompts = {prompt.name for prompt in (await client.list_prompts()).prompts}
         templates = {t.uri_template for t in (await client.list_resource_templates()).resource_templates}
@@ -88,7 +89,7 @@ async def test_another_tenant_s_upstream_is_neither_listed_nor_callable(server, 
             await client.get_prompt("globex-only_greet", {"name": "Al"})
         with pytest.raises(MCPError) as refused_read:
             await client.read_resource("upstream://items/1")
-    async with sdk_client(server, Person("carol")) as (client, _):
+    async with minted_sdk_client(committed, server, Person("carol")) as (client, _):
         carol_tools = {tool.name for tool in (await client.list_tools()).tools}
 
     assert tools == ACME_ADMIN_TOOLS
@@ -111,7 +112,7 @@ async def test_a_disabled_upstream_is_neither_listed_nor_callable(server, commit
     )
     records_before = len(http_upstream.records())
 
-    async with sdk_client(server, Person("alice")) as (client, _):
+    async with minted_sdk_client(committed, server, Person("alice")) as (client, _):
         tools = {tool.name for tool in (await client.list_tools()).tools}
         with pytest.raises(MCPError) as refused:
             await client.call_tool("echo", {"text": "hi"})
@@ -128,7 +129,7 @@ async def test_the_upstreams_toolset_turned_off_for_a_tenant_hides_all_its_upstr
     committed(upstream_row, tenant="acme", name="all-off", prefix_tools=True, **remote_fields(http_upstream))
     tenant_toolset("acme", "upstreams", enabled=False)
 
-    async with sdk_client(server, Person("alice")) as (client, _):
+    async with minted_sdk_client(committed, server, Person("alice")) as (client, _):
         tools = {tool.name for tool in (await client.list_tools()).tools}
         with pytest.raises(MCPError) as refused:
             await client.call_tool("all-off_echo", {"text": "hi"})
@@ -141,7 +142,7 @@ async def test_hostile_names_are_unknown_tools_prompts_and_resources(server, com
     committed(upstream_row, tenant="acme", name="ext", prefix_tools=True, **remote_fields(http_upstream))
     names = ["ext_echo\x00", "ext_" + "e" * 100_000, "ext_ech\u00f6", "../ext_echo", "EXT_ECHO"]
 
-    async with sdk_client(server, Person("alice")) as (client, _):
+    async with minted_sdk_client(committed, server, Person("alice")) as (client, _):
         refusals = []
         for name in names:
             with pytest.raises(MCPError) as refused:

@@ -13,12 +13,13 @@ from mcp.shared.exceptions import MCPError
 from prometheus_client.parser import text_string_to_metric_families
 
 from core.models import AuditAction, AuditEvent, AuditOutcome, RateLimitScope
-from tests.e2e.harness import Person, free_port, sdk_client
+from tests.e2e.harness import Person, free_port
 from tests.e2e.limits.test_rate_limits import (  # noqa: F401 (a fixture)
     RATE_LIMITED_CODE,
     assert_refused_with_retry_hint,
     rate_limit_rule,
 )
+from tests.e2e.oauth_driver import minted_sdk_client
 from tests.e2e.stamping import StampingTransport, audit_events
 from tests.e2e.upstream_fixtures import remote_fields
 from tests.support.upstream_support import upstream_row
@@ -51,7 +52,7 @@ async def test_a_forwarded_call_leaves_one_audit_row_naming_the_tool_and_the_ups
         connect_timeout_seconds=5,
     )
     transport = StampingTransport()
-    async with sdk_client(server, Person("alice"), transport=transport) as (client, _):
+    async with minted_sdk_client(committed, server, Person("alice"), transport=transport) as (client, _):
         await client.call_tool("audited_echo", {"text": "for the record"})
         await client.call_tool("audited_fail", {})
         with pytest.raises(MCPError):
@@ -93,7 +94,7 @@ async def test_a_rate_limit_refuses_forwarded_calls_as_it_refuses_local_ones(
     rate_limit_rule(scope=RateLimitScope.TOOL, target="limited_echo", limit=2, tenant="acme")
     records_before = len(http_upstream.records())
 
-    async with sdk_client(server, Person("alice")) as (client, _):
+    async with minted_sdk_client(committed, server, Person("alice")) as (client, _):
         allowed = [await client.call_tool("limited_echo", {"text": str(i)}) for i in range(2)]
         with pytest.raises(MCPError) as refused:
             await client.call_tool("limited_echo", {"text": "one too many"})
@@ -129,7 +130,7 @@ async def test_metrics_count_forwarded_calls_and_their_latency_per_upstream(serv
         tool_names=["missing"],
         connect_timeout_seconds=5,
     )
-    async with sdk_client(server, Person("alice")) as (client, _):
+    async with minted_sdk_client(committed, server, Person("alice")) as (client, _):
         for _ in range(3):
             await client.call_tool("echo", {"text": "counted"})
         await client.call_tool("fail", {})

@@ -21,8 +21,8 @@ from mcp_types import (
     TextContent,
 )
 
-from tests.e2e.harness import Person, sdk_client
-from tests.e2e.oauth_driver import access_token
+from tests.e2e.harness import Person
+from tests.e2e.oauth_driver import minted_sdk_client, minted_token
 from tests.e2e.raw_mcp import RawMcp, sse_messages
 from tests.e2e.upstream_fixtures import UpstreamUnderTest
 from tests.support.upstream_support import upstream_row
@@ -41,7 +41,7 @@ async def test_a_structured_result_and_a_tool_error_pass_through(
 ):
     committed(upstream_row, tenant="acme", name="ext", prefix_tools=True, **upstream.fields)
 
-    async with sdk_client(server, Person("alice")) as (client, _):
+    async with minted_sdk_client(committed, server, Person("alice")) as (client, _):
         echoed = await client.call_tool("ext_echo", {"text": "hé ✓"})
         failed = await client.call_tool("ext_fail", {})
 
@@ -60,7 +60,7 @@ async def test_arguments_the_published_schema_refuses_never_reach_the_upstream(
     committed(upstream_row, tenant="acme", name="ext", **upstream.fields)
     hostile: list[dict[str, Any]] = [{"text": 5}, {}, {"text": ["x" * 100_000]}, {"text": _nested(20)}]
 
-    async with sdk_client(server, Person("alice")) as (client, _):
+    async with minted_sdk_client(committed, server, Person("alice")) as (client, _):
         await client.call_tool("echo", {"text": "counted"})
         before = _echo_calls(upstream)
         refusals = []
@@ -92,7 +92,7 @@ async def test_progress_and_log_messages_of_a_forwarded_call_reach_the_caller(
     async def on_log(params: LoggingMessageNotificationParams) -> None:
         logs.append(params)
 
-    async with sdk_client(server, Person("alice"), logging_callback=on_log) as (client, _):
+    async with minted_sdk_client(committed, server, Person("alice"), logging_callback=on_log) as (client, _):
         result = await client.call_tool("ext_count_to", {"n": 3}, progress_callback=on_progress)
 
     assert _text(result.content) == "counted to 3"
@@ -105,7 +105,7 @@ async def test_a_lone_surrogate_in_the_arguments_is_refused_before_the_upstream(
 ):
     committed(upstream_row, tenant="acme", name="ext", url=http_upstream.url)
     before = sum(record.get("tool") == "echo" for record in http_upstream.records())
-    raw = RawMcp(await access_token(server, Person("alice")))
+    raw = RawMcp(minted_token(committed, server, Person("alice")))
     try:
         session_id = await raw.initialize(server.mcp_url)
         body = {
@@ -135,7 +135,7 @@ async def test_the_upstream_s_log_messages_honour_the_caller_s_log_level(server,
     async def on_log(params: LoggingMessageNotificationParams) -> None:
         logs.append(params)
 
-    async with sdk_client(server, Person("alice"), logging_callback=on_log) as (client, _):
+    async with minted_sdk_client(committed, server, Person("alice"), logging_callback=on_log) as (client, _):
         await client.set_logging_level("warning")
         quiet = await client.call_tool("count_to", {"n": 2})
         await client.set_logging_level("debug")
@@ -155,7 +155,7 @@ async def test_a_call_the_caller_cancels_is_cancelled_at_the_upstream(
     committed(upstream_row, tenant="acme", name="ext", prefix_tools=True, **upstream.fields)
     started_before = _count(upstream, "started")
     cancelled_before = _count(upstream, "cancelled")
-    raw = RawMcp(await access_token(server, Person("alice")))
+    raw = RawMcp(minted_token(committed, server, Person("alice")))
     try:
         session_id = await raw.initialize(server.mcp_url)
         call = asyncio.ensure_future(
@@ -197,7 +197,10 @@ async def test_the_upstream_s_elicitation_reaches_the_caller_and_its_answer_the_
         asked.append(params.message)
         return ElicitResult(action="accept", content={"name": "Ann"})
 
-    async with sdk_client(server, Person("alice"), elicitation_callback=answer) as (client, _):
+    async with minted_sdk_client(committed, server, Person("alice"), elicitation_callback=answer) as (
+        client,
+        _,
+    ):
         result = await client.call_tool("ask_name", {})
 
     assert asked == ["What is your name?"]
@@ -219,7 +222,7 @@ async def test_the_upstream_s_sampling_request_reaches_the_caller_s_model_and_it
             role="assistant", content=TextContent(type="text", text="forty-two"), model="test-model"
         )
 
-    async with sdk_client(server, Person("alice"), sampling_callback=answer) as (client, _):
+    async with minted_sdk_client(committed, server, Person("alice"), sampling_callback=answer) as (client, _):
         result = await client.call_tool("ask_model", {"prompt": "The answer?"})
 
     assert asked == ["The answer?"]
@@ -235,7 +238,7 @@ async def test_two_callers_at_once_each_get_only_their_own_progress(server, comm
         async def on_progress(progress: float, total: float | None, message: str | None) -> None:
             reported[person].append(progress)
 
-        async with sdk_client(server, Person(person)) as (client, _):
+        async with minted_sdk_client(committed, server, Person(person)) as (client, _):
             result = await client.call_tool("count_to", {"n": n}, progress_callback=on_progress)
         return _text(result.content)
 
@@ -250,7 +253,7 @@ async def test_a_caller_without_elicitation_gets_an_error_naming_the_upstream_an
 ):
     committed(upstream_row, tenant="acme", name="ext", url=http_upstream.url)
 
-    async with sdk_client(server, Person("alice")) as (client, _):
+    async with minted_sdk_client(committed, server, Person("alice")) as (client, _):
         with pytest.raises(MCPError) as refused:
             await client.call_tool("ask_name", {})
 

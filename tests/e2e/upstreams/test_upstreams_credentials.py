@@ -12,7 +12,8 @@ import pytest
 from accounts.models import Role
 from core.crypto import secret_encrypt
 from tests.e2e.conftest import person_of
-from tests.e2e.harness import Person, sdk_client
+from tests.e2e.harness import Person
+from tests.e2e.oauth_driver import minted_sdk_client
 from tests.e2e.upstream_fixtures import remote_fields
 from tests.support.factories import MembershipFactory
 from tests.support.upstream_support import UpstreamProcess, upstream_row
@@ -48,7 +49,7 @@ async def test_the_upstream_receives_gatehouse_s_header_and_never_the_caller_s_t
     )
     records_before = len(process.records())
 
-    async with sdk_client(server, Person("alice")) as (client, storage):
+    async with minted_sdk_client(committed, server, Person("alice")) as (client, storage):
         received = _headers_of(await client.call_tool("received_headers", {}))
         await client.call_tool("echo", {"text": "recorded"})
     assert storage.tokens is not None
@@ -81,7 +82,7 @@ async def test_the_caller_s_identity_is_passed_as_plain_headers_only_when_the_up
         **remote_fields(process),
     )
 
-    async with sdk_client(server, Person("alice")) as (client, storage):
+    async with minted_sdk_client(committed, server, Person("alice")) as (client, storage):
         told = _headers_of(await client.call_tool("received_headers", {}))
         untold = _headers_of(await client.call_tool("untold_received_headers", {}))
     assert storage.tokens is not None
@@ -105,7 +106,7 @@ async def test_a_username_beyond_ascii_reaches_the_upstream_percent_encoded(serv
         **remote_fields(http_upstream),
     )
 
-    async with sdk_client(server, person_of(membership)) as (client, _):
+    async with minted_sdk_client(committed, server, person_of(membership)) as (client, _):
         told = _headers_of(await client.call_tool("received_headers", {}))
 
     assert told["x-gatehouse-user"] == quote("zoë+ünï@example.test", safe="@.+-_")

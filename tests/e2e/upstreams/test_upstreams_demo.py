@@ -14,8 +14,8 @@ from mcp_types import INVALID_PARAMS
 from accounts.models import Tenant
 from core.models import AuditAction, AuditOutcome
 from mcp_gateway.guard import INVALID_ARGUMENTS
-from tests.e2e.harness import GLOBEX_DEMO_TOOLS, Person, sdk_client
-from tests.e2e.oauth_driver import access_token
+from tests.e2e.harness import GLOBEX_DEMO_TOOLS, Person
+from tests.e2e.oauth_driver import minted_sdk_client, minted_token
 from tests.e2e.raw_mcp import RawMcp, sse_messages
 from tests.e2e.stamping import StampingTransport, audit_events
 from tests.support.factories import DEFAULT_PASSWORD, MembershipFactory, UserFactory
@@ -25,9 +25,9 @@ pytestmark = pytest.mark.django_db
 DEMO_TOOLS = GLOBEX_DEMO_TOOLS
 
 
-async def test_carol_sees_the_demo_tools_and_converts_a_temperature_through_them(server):
+async def test_carol_sees_the_demo_tools_and_converts_a_temperature_through_them(server, committed):
     transport = StampingTransport()
-    async with sdk_client(server, Person("carol"), transport=transport) as (client, _):
+    async with minted_sdk_client(committed, server, Person("carol"), transport=transport) as (client, _):
         tools = {tool.name: tool for tool in (await client.list_tools()).tools}
         converted = await client.call_tool(
             "demo_convert_units", {"value": 100, "from_unit": "C", "to_unit": "F"}
@@ -63,8 +63,8 @@ async def test_carol_sees_the_demo_tools_and_converts_a_temperature_through_them
     assert called.detail["result"]["upstream"] == "demo"
 
 
-async def test_the_demo_resource_and_prompt_come_through_too(server):
-    async with sdk_client(server, Person("carol")) as (client, _):
+async def test_the_demo_resource_and_prompt_come_through_too(server, committed):
+    async with minted_sdk_client(committed, server, Person("carol")) as (client, _):
         resources = {str(resource.uri) for resource in (await client.list_resources()).resources}
         units = await client.read_resource("demo://units")
         prompts = {prompt.name for prompt in (await client.list_prompts()).prompts}
@@ -78,8 +78,8 @@ async def test_the_demo_resource_and_prompt_come_through_too(server):
     assert "Convert 3 mi to km" in prompt.messages[0].content.text  # type: ignore[union-attr]
 
 
-async def test_a_conversion_the_demo_refuses_is_a_tool_error_the_model_can_read(server):
-    async with sdk_client(server, Person("carol")) as (client, _):
+async def test_a_conversion_the_demo_refuses_is_a_tool_error_the_model_can_read(server, committed):
+    async with minted_sdk_client(committed, server, Person("carol")) as (client, _):
         result = await client.call_tool("demo_convert_units", {"value": 1, "from_unit": "C", "to_unit": "m"})
     assert result.is_error
     assert "Cannot convert between a length and a temperature." in result.content[0].text  # type: ignore[union-attr]
@@ -94,8 +94,8 @@ async def test_a_conversion_the_demo_refuses_is_a_tool_error_the_model_can_read(
     ],
     ids=["nul", "too-long", "not-a-string"],
 )
-async def test_hostile_text_for_word_count_is_counted_or_refused_never_a_crash(server, arguments):
-    async with sdk_client(server, Person("carol")) as (client, _):
+async def test_hostile_text_for_word_count_is_counted_or_refused_never_a_crash(server, committed, arguments):
+    async with minted_sdk_client(committed, server, Person("carol")) as (client, _):
         try:
             result = await client.call_tool("demo_word_count", arguments)
         except MCPError as refused:
@@ -111,8 +111,8 @@ async def test_hostile_text_for_word_count_is_counted_or_refused_never_a_crash(s
         assert outcome[0] == "refused"
 
 
-async def test_a_lone_surrogate_for_word_count_is_refused_before_it_reaches_the_demo(server):
-    raw = RawMcp(await access_token(server, Person("carol")))
+async def test_a_lone_surrogate_for_word_count_is_refused_before_it_reaches_the_demo(server, committed):
+    raw = RawMcp(minted_token(committed, server, Person("carol")))
     try:
         session_id = await raw.initialize(server.mcp_url)
         body = {
@@ -150,8 +150,10 @@ async def test_a_lone_surrogate_for_word_count_is_refused_before_it_reaches_the_
     ],
     ids=["huge-sides", "no-dice", "sides-not-a-number", "huge-value", "unknown-unit", "missing-unit"],
 )
-async def test_arguments_outside_the_demo_s_schema_are_refused_before_they_reach_it(server, tool, arguments):
-    async with sdk_client(server, Person("carol")) as (client, _):
+async def test_arguments_outside_the_demo_s_schema_are_refused_before_they_reach_it(
+    server, committed, tool, arguments
+):
+    async with minted_sdk_client(committed, server, Person("carol")) as (client, _):
         with pytest.raises(MCPError) as refused:
             await client.call_tool(tool, arguments)
     assert refused.value.error.code == INVALID_PARAMS
@@ -165,16 +167,18 @@ def globex_viewer(committed):
     return Person("gwen", password=DEFAULT_PASSWORD)
 
 
-async def test_a_globex_viewer_uses_the_demo_upstream_which_asks_only_for_mcp_read(server, globex_viewer):
-    async with sdk_client(server, globex_viewer) as (client, _):
+async def test_a_globex_viewer_uses_the_demo_upstream_which_asks_only_for_mcp_read(
+    server, committed, globex_viewer
+):
+    async with minted_sdk_client(committed, server, globex_viewer) as (client, _):
         names = {tool.name for tool in (await client.list_tools()).tools}
         counted = await client.call_tool("demo_word_count", {"text": "a b c"})
     assert names >= DEMO_TOOLS
     assert counted.structured_content == {"words": 3, "characters": 5, "lines": 1}
 
 
-async def test_acme_s_people_do_not_see_globex_s_demo_upstream(server):
-    async with sdk_client(server, Person("bob")) as (client, _):
+async def test_acme_s_people_do_not_see_globex_s_demo_upstream(server, committed):
+    async with minted_sdk_client(committed, server, Person("bob")) as (client, _):
         names = {tool.name for tool in (await client.list_tools()).tools}
         with pytest.raises(MCPError):
             await client.call_tool("demo_convert_units", {"value": 1, "from_unit": "m", "to_unit": "ft"})

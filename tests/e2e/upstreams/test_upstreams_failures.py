@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 from mcp.shared.exceptions import MCPError
 
-from tests.e2e.harness import ACME_ADMIN_TOOLS, Person, free_port, sdk_client
+from tests.e2e.harness import ACME_ADMIN_TOOLS, Person, free_port
+from tests.e2e.oauth_driver import minted_sdk_client
 from tests.e2e.upstream_fixtures import UpstreamUnderTest, stdio_fields
 from tests.support.upstream_support import UpstreamProcess, process_reaped, upstream_row
 
@@ -56,7 +57,7 @@ async def test_an_http_upstream_killed_mid_call_gives_32005_and_works_again_afte
             prefix_tools=True,
             call_timeout_seconds=CALL_TIMEOUT_SECONDS,
         )
-        async with sdk_client(server, Person("alice")) as (client, _):
+        async with minted_sdk_client(committed, server, Person("alice")) as (client, _):
             call = asyncio.ensure_future(client.call_tool("doomed_sleep", {"seconds": 600}))
             await _until(lambda: _started(process.records()) == 1)
             process.kill()
@@ -88,7 +89,7 @@ async def test_a_stdio_child_killed_mid_call_gives_32005_and_the_next_call_start
         call_timeout_seconds=CALL_TIMEOUT_SECONDS,
         **upstream.fields,
     )
-    async with sdk_client(server, Person("alice")) as (client, _):
+    async with minted_sdk_client(committed, server, Person("alice")) as (client, _):
         first = await client.call_tool("echo", {"text": "who runs me?"})
         assert first.structured_content is not None
         child = int(first.structured_content["pid"])
@@ -120,7 +121,7 @@ async def test_an_upstream_where_nothing_listens_leaves_the_lists_and_fails_its_
         # As its last test found them: the names Gatehouse's clients use.
         tool_names=["nowhere_echo"],
     )
-    async with sdk_client(server, Person("alice")) as (client, _):
+    async with minted_sdk_client(committed, server, Person("alice")) as (client, _):
         tools = {tool.name for tool in (await client.list_tools()).tools}
         prompts = await client.list_prompts()
         with pytest.raises(MCPError) as refused:
@@ -144,7 +145,7 @@ async def test_an_upstream_restarted_between_calls_is_reconnected_to_without_an_
     process = UpstreamProcess(transport, workdir=tmp_path).start()
     try:
         committed(upstream_row, tenant="acme", name="restarted", transport=transport, url=process.url)
-        async with sdk_client(server, Person("alice")) as (client, _):
+        async with minted_sdk_client(committed, server, Person("alice")) as (client, _):
             before = await client.call_tool("echo", {"text": "before"})
             # Gatehouse's pooled session now belongs to a process that is gone.
             process.kill()
@@ -163,7 +164,7 @@ async def test_a_stdio_child_that_died_between_calls_is_replaced_without_an_erro
     server, committed, tmp_path: Path
 ):
     committed(upstream_row, tenant="acme", name="child", **stdio_fields())
-    async with sdk_client(server, Person("alice")) as (client, _):
+    async with minted_sdk_client(committed, server, Person("alice")) as (client, _):
         before = await client.call_tool("echo", {"text": "before"})
         assert before.structured_content is not None
         child = int(before.structured_content["pid"])
@@ -184,7 +185,7 @@ async def test_an_upstream_slower_than_its_call_timeout_gives_32005_and_is_told_
     upstream = UpstreamUnderTest(stdio_fields(record=record), record)
     committed(upstream_row, tenant="acme", name="slow", call_timeout_seconds=1, **upstream.fields)
 
-    async with sdk_client(server, Person("alice")) as (client, _):
+    async with minted_sdk_client(committed, server, Person("alice")) as (client, _):
         with pytest.raises(MCPError) as timed_out:
             await client.call_tool("sleep", {"seconds": 600})
         own = await client.call_tool("whoami", {})
@@ -208,7 +209,7 @@ async def test_a_url_that_answers_something_other_than_mcp_gives_32005(server, c
         connect_timeout_seconds=5,
         call_timeout_seconds=10,
     )
-    async with sdk_client(server, Person("alice")) as (client, _):
+    async with minted_sdk_client(committed, server, Person("alice")) as (client, _):
         tools = {tool.name for tool in (await client.list_tools()).tools}
         with pytest.raises(MCPError) as refused:
             await client.call_tool("echo", {"text": "hello?"})

@@ -14,6 +14,7 @@ from tests.e2e.conftest import _serve
 from tests.e2e.harness import DaphneServer, Person, sdk_client
 from tests.e2e.upstream_fixtures import stdio_fields
 from tests.support.upstream_support import upstream_row
+from tests.support.waiting import clock_past
 from upstreams.models import Upstream
 
 pytestmark = pytest.mark.django_db
@@ -52,11 +53,14 @@ async def test_an_edited_upstream_s_idle_session_is_closed_and_its_stdio_child_e
     row = committed(upstream_row, tenant="acme", name="edited", **stdio_fields())
     async with sdk_client(brisk_server, Person("alice")) as (client, _):
         before = await client.call_tool("echo", {"text": "old configuration"})
+        # The session went back to the pool, idle, before the answer came back.
+        idle_from = time.monotonic()
         assert before.structured_content is not None
         old_child = int(before.structured_content["pid"])
         committed(_edit, pk=row.pk)
-        # Longer than the idle limit, so the next lease finds the old session expired.
-        await asyncio.sleep(IDLE_SECONDS + 0.5)
+        # Longer than the idle limit (the setting's least), so the next lease finds the old
+        # session expired.
+        await clock_past(idle_from + IDLE_SECONDS, clock=time.monotonic)
         after = await client.call_tool("echo", {"text": "new configuration"})
         assert after.structured_content is not None
         give_up = time.monotonic() + EXIT_DEADLINE_SECONDS

@@ -11,7 +11,8 @@ from mcp.client import Client
 from mcp.shared.exceptions import MCPError
 from mcp_types import TextContent, TextResourceContents, Tool
 
-from tests.e2e.harness import ACME_ADMIN_TOOLS, Person, sdk_client
+from tests.e2e.harness import ACME_ADMIN_TOOLS, Person
+from tests.e2e.oauth_driver import minted_sdk_client
 from tests.e2e.upstream_fixtures import stdio_fields
 from tests.support.upstream_support import UpstreamProcess, upstream_row
 
@@ -38,7 +39,7 @@ async def test_the_upstream_s_tools_are_listed_beside_gatehouse_s_own_with_its_p
     )
     published = await _published_directly(http_upstream)
 
-    async with sdk_client(server, Person("alice")) as (client, _):
+    async with minted_sdk_client(committed, server, Person("alice")) as (client, _):
         tools = {tool.name: tool for tool in (await client.list_tools()).tools}
 
     assert set(tools) == ACME_ADMIN_TOOLS | {f"ext_{name}" for name in published if name != "fail"}
@@ -53,7 +54,7 @@ async def test_without_a_prefix_only_the_included_tools_are_listed_under_their_o
     committed(upstream_row, tenant="acme", name="ext", include_tools=["echo", "count_to"], **upstream_fields)
     published = await _published_directly(http_upstream)
 
-    async with sdk_client(server, Person("alice")) as (client, _):
+    async with minted_sdk_client(committed, server, Person("alice")) as (client, _):
         tools = {tool.name: tool for tool in (await client.list_tools()).tools}
 
     assert set(tools) == ACME_ADMIN_TOOLS | {"echo", "count_to"}
@@ -72,7 +73,7 @@ async def test_an_excluded_tool_wins_over_its_inclusion_and_cannot_be_called(
         include_tools=["echo", "fail"],
         exclude_tools=["fail"],
     )
-    async with sdk_client(server, Person("alice")) as (client, _):
+    async with minted_sdk_client(committed, server, Person("alice")) as (client, _):
         names = {tool.name for tool in (await client.list_tools()).tools}
         with pytest.raises(MCPError) as refused:
             await client.call_tool("fail", {})
@@ -90,7 +91,7 @@ async def test_the_upstream_s_resources_templates_and_prompts_are_listed_read_an
 ):
     committed(upstream_row, tenant="acme", name="ext", prefix_tools=True, **upstream_fields)
 
-    async with sdk_client(server, Person("alice")) as (client, _):
+    async with minted_sdk_client(committed, server, Person("alice")) as (client, _):
         resources = {str(r.uri): r for r in (await client.list_resources()).resources}
         templates = {t.uri_template: t for t in (await client.list_resource_templates()).resource_templates}
         prompts = {p.name: p for p in (await client.list_prompts()).prompts}
@@ -118,7 +119,7 @@ async def test_the_upstream_s_list_changed_drops_gatehouse_s_copy_of_its_list(se
     # stdio: the tool is added in this row's own child, which no other test shares.
     committed(upstream_row, tenant="acme", name="growing", prefix_tools=True, **stdio_fields())
 
-    async with sdk_client(server, Person("alice")) as (client, _):
+    async with minted_sdk_client(committed, server, Person("alice")) as (client, _):
         before = {tool.name for tool in (await client.list_tools()).tools}
         added = await client.call_tool("growing_add_tool", {"name": "newcomer"})
         after = {tool.name for tool in (await client.list_tools(cache_mode="refresh")).tools}

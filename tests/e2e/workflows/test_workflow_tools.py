@@ -2,15 +2,14 @@
 on acme's demo "Sales analyst" workflow over the sample database (``bootstrap_demo`` imports it).
 
 The agent's model is scripted through litellm's own ``mock_response``/``mock_tool_calls`` (the
-server reads ``LLM_MOCK_RESPONSES_FILE``); the commands, queries and rows are real.
+server reads ``LLM_MOCK_RESPONSES_FILE``); the commands, queries and rows are real. The servers are
+the session's gateway servers, whose script each test writes before its calls.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -27,7 +26,7 @@ from data_agent.models import Ontology
 from data_agent.sample import ONTOLOGY_NAME
 from data_agent.selectors import data_source_url
 from tests.e2e.conftest import _serve
-from tests.e2e.harness import DaphneServer, Person, sdk_client
+from tests.e2e.harness import Person, sdk_client
 from tests.e2e.oauth_driver import access_token
 from tests.e2e.raw_mcp import RawMcp, sse_messages
 from tests.e2e.stamping import StampingTransport, audit_events
@@ -39,27 +38,6 @@ NORDICS = (
     "SELECT c.name, c.segment, c.signup_date FROM customers c JOIN regions r ON r.id = c.region_id"
     " WHERE r.name = 'Nordics' ORDER BY c.name"
 )
-
-
-@pytest.fixture(scope="module")
-def script_path(tmp_path_factory) -> Path:
-    return tmp_path_factory.mktemp("llm") / "script.json"
-
-
-@pytest.fixture(scope="module")
-def wf_server(demo, database_url, tmp_path_factory, script_path) -> Iterator[DaphneServer]:
-    yield from _serve(tmp_path_factory, database_url, "workflows", LLM_MOCK_RESPONSES_FILE=str(script_path))
-
-
-@pytest.fixture(scope="module")
-def second_wf_server(wf_server, database_url, tmp_path_factory, script_path) -> Iterator[DaphneServer]:
-    yield from _serve(
-        tmp_path_factory,
-        database_url,
-        "workflows-2",
-        public_url=wf_server.public_url,
-        LLM_MOCK_RESPONSES_FILE=str(script_path),
-    )
 
 
 @pytest.fixture
@@ -120,8 +98,8 @@ async def _started(client) -> tuple[str, int]:
 # --- initialize, info, commands ---------------------------------------------------------------
 
 
-async def test_initialize_with_and_without_user_id(wf_server):
-    async with sdk_client(wf_server, Person("alice")) as (client, _):
+async def test_initialize_with_and_without_user_id(gateway_server):
+    async with sdk_client(gateway_server, Person("alice")) as (client, _):
         first = _structured(await client.call_tool("initialize", {}))
         whoami = _structured(await client.call_tool("whoami", {}))
         again = _structured(
@@ -138,17 +116,17 @@ async def test_initialize_with_and_without_user_id(wf_server):
     assert "one person" in refused.error.message
 
 
-async def test_a_new_session_continues_the_last_conversation(wf_server):
-    async with sdk_client(wf_server, Person("alice")) as (client, _):
+async def test_a_new_session_continues_the_last_conversation(gateway_server):
+    async with sdk_client(gateway_server, Person("alice")) as (client, _):
         first = _structured(await client.call_tool("initialize", {}))
         await client.call_tool("execute_command", {"command": "orders/OrdersByStatus"})
-    async with sdk_client(wf_server, Person("alice")) as (client, _):
+    async with sdk_client(gateway_server, Person("alice")) as (client, _):
         second = _structured(await client.call_tool("initialize", {}))
     assert second["conversation_id"] == first["conversation_id"]
 
 
-async def test_tools_before_initialize_say_to_call_it(wf_server):
-    async with sdk_client(wf_server, Person("alice")) as (client, _):
+async def test_tools_before_initialize_say_to_call_it(gateway_server):
+    async with sdk_client(gateway_server, Person("alice")) as (client, _):
         errors = [
             await _error(client.call_tool(name, arguments))
             for name, arguments in [
@@ -163,15 +141,15 @@ async def test_tools_before_initialize_say_to_call_it(wf_server):
     assert all("initialize" in e.error.message for e in errors)
 
 
-async def test_get_workflow_info_has_no_current_context(wf_server):
-    async with sdk_client(wf_server, Person("alice")) as (client, _):
+async def test_get_workflow_info_has_no_current_context(gateway_server):
+    async with sdk_client(gateway_server, Person("alice")) as (client, _):
         await client.call_tool("initialize", {})
         info = _structured(await client.call_tool("get_workflow_info", {}))
     assert set(info) == {"workflow_name", "description", "purpose", "available_contexts"}
 
 
-async def test_get_commands_has_the_structured_and_the_display_form(wf_server):
-    async with sdk_client(wf_server, Person("alice")) as (client, _):
+async def test_get_commands_has_the_structured_and_the_display_form(gateway_server):
+    async with sdk_client(gateway_server, Person("alice")) as (client, _):
         await client.call_tool("initialize", {})
         answer = _structured(await client.call_tool("get_commands", {}))
     names = [c["name"] for c in answer["commands"]]
@@ -195,11 +173,11 @@ async def test_get_commands_has_the_structured_and_the_display_form(wf_server):
 # --- execute_command --------------------------------------------------------------------------
 
 
-async def test_execute_command_returns_real_rows_and_is_a_turn(wf_server, nordics):
+async def test_execute_command_returns_real_rows_and_is_a_turn(gateway_server, nordics):
     expected = nordics
     assert expected
     transport = StampingTransport()
-    async with sdk_client(wf_server, Person("alice"), transport=transport) as (client, _):
+    async with sdk_client(gateway_server, Person("alice"), transport=transport) as (client, _):
         conversation_id, before = await _started(client)
         output = _structured(
             await client.call_tool(
@@ -228,9 +206,9 @@ async def test_execute_command_returns_real_rows_and_is_a_turn(wf_server, nordic
     assert (AuditAction.WORKFLOW_COMMAND, "customers/CustomersInRegion") in actions
 
 
-async def test_a_tool_command_audits_the_command_and_its_tool(wf_server):
+async def test_a_tool_command_audits_the_command_and_its_tool(gateway_server):
     transport = StampingTransport()
-    async with sdk_client(wf_server, Person("alice"), transport=transport) as (client, _):
+    async with sdk_client(gateway_server, Person("alice"), transport=transport) as (client, _):
         await client.call_tool("initialize", {})
         output = _structured(await client.call_tool("execute_command", {"command": "customers/WhoAmI"}))
     assert output["success"] is True
@@ -255,8 +233,8 @@ async def test_a_tool_command_audits_the_command_and_its_tool(wf_server):
         ("customers/CustomersInRegion <region>\x00</region>", None),
     ],
 )
-async def test_a_bad_command_is_a_helpful_invalid_params(wf_server, command, problem):
-    async with sdk_client(wf_server, Person("alice")) as (client, _):
+async def test_a_bad_command_is_a_helpful_invalid_params(gateway_server, command, problem):
+    async with sdk_client(gateway_server, Person("alice")) as (client, _):
         conversation_id, before = await _started(client)
         refusal = await _error(client.call_tool("execute_command", {"command": command}))
     assert refusal.error.code == -32602, refusal.error
@@ -269,8 +247,8 @@ async def test_a_bad_command_is_a_helpful_invalid_params(wf_server, command, pro
 # --- invoke_assistant -------------------------------------------------------------------------
 
 
-async def test_invoke_assistant_runs_one_command_without_a_model(wf_server):
-    async with sdk_client(wf_server, Person("alice")) as (client, _):
+async def test_invoke_assistant_runs_one_command_without_a_model(gateway_server):
+    async with sdk_client(gateway_server, Person("alice")) as (client, _):
         await client.call_tool("initialize", {})
         exact = _structured(
             await client.call_tool("invoke_assistant", {"user_query": "/orders/OrdersByStatus"})
@@ -293,9 +271,9 @@ TWO_STEPS = [
 ]
 
 
-async def test_invoke_agent_attaches_traces_without_a_progress_token(wf_server, acme_model, script):
+async def test_invoke_agent_attaches_traces_without_a_progress_token(gateway_server, acme_model, script):
     script(workflow_agent=TWO_STEPS)
-    async with sdk_client(wf_server, Person("alice")) as (client, _):
+    async with sdk_client(gateway_server, Person("alice")) as (client, _):
         conversation_id, before = await _started(client)
         output = _structured(
             await client.call_tool("invoke_agent", {"user_query": "Nordic customers and order status?"})
@@ -325,7 +303,7 @@ async def test_invoke_agent_attaches_traces_without_a_progress_token(wf_server, 
     assert len(turn.traces) == 4
 
 
-async def test_invoke_agent_streams_traces_with_a_progress_token(wf_server, acme_model, script):
+async def test_invoke_agent_streams_traces_with_a_progress_token(gateway_server, acme_model, script):
     script(workflow_agent=TWO_STEPS)
     messages: list[str | None] = []
     logged: list[Any] = []
@@ -336,7 +314,7 @@ async def test_invoke_agent_streams_traces_with_a_progress_token(wf_server, acme
     async def on_log(params) -> None:
         logged.append(params.data)
 
-    async with sdk_client(wf_server, Person("alice"), logging_callback=on_log) as (client, _):
+    async with sdk_client(gateway_server, Person("alice"), logging_callback=on_log) as (client, _):
         conversation_id, before = await _started(client)
         output = _structured(
             await client.call_tool(
@@ -355,8 +333,8 @@ async def test_invoke_agent_streams_traces_with_a_progress_token(wf_server, acme
     assert len(turn.traces) == 4
 
 
-async def test_invoke_agent_without_a_model_names_the_admin_page(wf_server):
-    async with sdk_client(wf_server, Person("alice")) as (client, _):
+async def test_invoke_agent_without_a_model_names_the_admin_page(gateway_server):
+    async with sdk_client(gateway_server, Person("alice")) as (client, _):
         await client.call_tool("initialize", {})
         refusal = await _error(client.call_tool("invoke_agent", {"user_query": "Anything"}))
     assert refusal.error.code == -32003
@@ -364,9 +342,9 @@ async def test_invoke_agent_without_a_model_names_the_admin_page(wf_server):
     assert "admin" in refusal.error.message
 
 
-async def test_a_turn_past_its_time_limit_leaves_no_half_turn(wf_server, acme_model, script):
+async def test_a_turn_past_its_time_limit_leaves_no_half_turn(gateway_server, acme_model, script):
     script(workflow_agent=TWO_STEPS, delays={"workflow_agent": 4})
-    async with sdk_client(wf_server, Person("alice")) as (client, _):
+    async with sdk_client(gateway_server, Person("alice")) as (client, _):
         conversation_id, before = await _started(client)
         refusal = await _error(client.call_tool("invoke_agent", {"user_query": "Slow", "timeout_seconds": 1}))
         # The session is free again at once.
@@ -378,24 +356,29 @@ async def test_a_turn_past_its_time_limit_leaves_no_half_turn(wf_server, acme_mo
     assert after["success"] is True
 
 
-async def test_a_second_turn_on_another_worker_is_a_conflict(wf_server, second_wf_server, acme_model, script):
+async def test_a_second_turn_on_another_worker_is_a_conflict(
+    gateway_server, second_gateway_server, acme_model, script
+):
     """One MCP session, two worker processes: the turn runs on the first, and the second refuses
     another turn of the same session from what the database says."""
     # Each of the agent's three model calls waits this long; the refusal comes during the first.
     script(workflow_agent=TWO_STEPS, delays={"workflow_agent": 2})
     scope = "workflows:read workflows:run workflows:agent data_agent:write ontologies:read"
-    raw = RawMcp(await access_token(wf_server, Person("alice"), scope=scope))
+    raw = RawMcp(await access_token(gateway_server, Person("alice"), scope=scope))
     # The turn (and litellm's first import in a fresh process) outlasts RawMcp's 15 s on a busy machine.
     raw.http.timeout = httpx.Timeout(120)
     try:
-        session_id = await raw.initialize(wf_server.mcp_url)
+        session_id = await raw.initialize(gateway_server.mcp_url)
         await raw.result(
-            wf_server.mcp_url, "tools/call", {"name": "initialize", "arguments": {}}, session_id=session_id
+            gateway_server.mcp_url,
+            "tools/call",
+            {"name": "initialize", "arguments": {}},
+            session_id=session_id,
         )
         held_before = await _held()
         slow = asyncio.create_task(
             raw.result(
-                wf_server.mcp_url,
+                gateway_server.mcp_url,
                 "tools/call",
                 {"name": "invoke_agent", "arguments": {"user_query": "Slow"}},
                 session_id=session_id,
@@ -403,7 +386,7 @@ async def test_a_second_turn_on_another_worker_is_a_conflict(wf_server, second_w
         )
         await _turn_running(held_before)
         refused = await raw.request(
-            second_wf_server.mcp_url,
+            second_gateway_server.mcp_url,
             "tools/call",
             {"name": "execute_command", "arguments": {"command": "orders/OrdersByStatus"}},
             session_id=session_id,
@@ -411,7 +394,7 @@ async def test_a_second_turn_on_another_worker_is_a_conflict(wf_server, second_w
         running = not slow.done()
         finished = await slow
         after = await raw.result(
-            second_wf_server.mcp_url,
+            second_gateway_server.mcp_url,
             "tools/call",
             {"name": "execute_command", "arguments": {"command": "orders/OrdersByStatus"}},
             session_id=session_id,
@@ -487,8 +470,8 @@ async def test_new_list_activate_and_a_restart_keeps_them(demo, database_url, tm
         next(servers, None)
 
 
-async def test_feedback_lands_on_the_latest_turn(wf_server):
-    async with sdk_client(wf_server, Person("alice")) as (client, _):
+async def test_feedback_lands_on_the_latest_turn(gateway_server):
+    async with sdk_client(gateway_server, Person("alice")) as (client, _):
         init = _structured(await client.call_tool("initialize", {}))
         await client.call_tool("new_conversation", {})
         none_yet = await _error(client.call_tool("post_feedback", {"binary_or_numeric_score": True}))
@@ -512,8 +495,8 @@ async def test_feedback_lands_on_the_latest_turn(wf_server):
 # --- roles, eras, prompts ---------------------------------------------------------------------
 
 
-async def test_a_viewer_neither_sees_nor_runs_query_commands(wf_server, acme_model):
-    async with sdk_client(wf_server, Person("bob")) as (client, _):
+async def test_a_viewer_neither_sees_nor_runs_query_commands(gateway_server, acme_model):
+    async with sdk_client(gateway_server, Person("bob")) as (client, _):
         await client.call_tool("initialize", {})
         await client.call_tool(
             "execute_command", {"command": "catalogue/go_to_context <context>customers</context>"}
@@ -534,8 +517,8 @@ async def test_a_viewer_neither_sees_nor_runs_query_commands(wf_server, acme_mod
     assert agent.error.code == -32001
 
 
-async def test_on_2026_07_28_the_client_plays_the_session(wf_server):
-    async with sdk_client(wf_server, Person("alice"), mode="2026-07-28") as (client, _):
+async def test_on_2026_07_28_the_client_plays_the_session(gateway_server):
+    async with sdk_client(gateway_server, Person("alice"), mode="2026-07-28") as (client, _):
         before = await _error(client.call_tool("get_commands", {}))
         init = _structured(await client.call_tool("initialize", {}))
         moved = _structured(
@@ -550,8 +533,8 @@ async def test_on_2026_07_28_the_client_plays_the_session(wf_server):
     assert all(c["name"].startswith("orders/") for c in commands["commands"])
 
 
-async def test_prompts_format_command_and_clarify_params(wf_server):
-    async with sdk_client(wf_server, Person("alice")) as (client, _):
+async def test_prompts_format_command_and_clarify_params(gateway_server):
+    async with sdk_client(gateway_server, Person("alice")) as (client, _):
         listed = await client.list_prompts()
         formatted = await client.get_prompt(
             "format-command",
@@ -590,8 +573,8 @@ async def test_prompts_format_command_and_clarify_params(wf_server):
     ],
     ids=lambda value: str(value)[:30],
 )
-async def test_hostile_arguments_get_the_tools_own_errors(wf_server, tool, arguments, code):
-    async with sdk_client(wf_server, Person("alice")) as (client, _):
+async def test_hostile_arguments_get_the_tools_own_errors(gateway_server, tool, arguments, code):
+    async with sdk_client(gateway_server, Person("alice")) as (client, _):
         conversation_id, before = await _started(client)
         await client.call_tool("execute_command", {"command": "orders/OrdersByStatus"})
         refusal = await _error(client.call_tool(tool, arguments))
@@ -600,11 +583,11 @@ async def test_hostile_arguments_get_the_tools_own_errors(wf_server, tool, argum
     assert len(await _turns(conversation_id, after=before)) == 1
 
 
-async def test_another_persons_conversation_is_never_reached(wf_server):
+async def test_another_persons_conversation_is_never_reached(gateway_server):
     # bob, acme's viewer: another person of the same tenant.
-    async with sdk_client(wf_server, Person("bob")) as (client, _):
+    async with sdk_client(gateway_server, Person("bob")) as (client, _):
         bobs = _structured(await client.call_tool("initialize", {}))["conversation_id"]
-    async with sdk_client(wf_server, Person("alice")) as (client, _):
+    async with sdk_client(gateway_server, Person("alice")) as (client, _):
         own = _structured(await client.call_tool("initialize", {}))["conversation_id"]
         # Named at initialize, it is not hers: her own last conversation goes on.
         named = _structured(await client.call_tool("initialize", {"conversation_id": bobs}))
@@ -615,19 +598,22 @@ async def test_another_persons_conversation_is_never_reached(wf_server):
     assert bobs not in [c["conversation_id"] for c in listed["conversations"]]
 
 
-async def test_lone_surrogates_and_invalid_utf8_are_refused(wf_server):
+async def test_lone_surrogates_and_invalid_utf8_are_refused(gateway_server):
     """What the SDK client cannot send: JSON with an escaped lone surrogate, and bytes that are not
     UTF-8."""
     scope = "workflows:read workflows:run"
-    raw = RawMcp(await access_token(wf_server, Person("alice"), scope=scope))
+    raw = RawMcp(await access_token(gateway_server, Person("alice"), scope=scope))
     try:
-        session_id = await raw.initialize(wf_server.mcp_url)
+        session_id = await raw.initialize(gateway_server.mcp_url)
         await raw.result(
-            wf_server.mcp_url, "tools/call", {"name": "initialize", "arguments": {}}, session_id=session_id
+            gateway_server.mcp_url,
+            "tools/call",
+            {"name": "initialize", "arguments": {}},
+            session_id=session_id,
         )
         answers = [
             await raw.http.post(
-                wf_server.mcp_url,
+                gateway_server.mcp_url,
                 # Escaped (ensure_ascii): valid JSON that decodes to a lone surrogate.
                 content=json.dumps(
                     {
@@ -649,7 +635,7 @@ async def test_lone_surrogates_and_invalid_utf8_are_refused(wf_server):
             )
         ]
         not_utf8 = await raw.http.post(
-            wf_server.mcp_url,
+            gateway_server.mcp_url,
             content=b'{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"execute_command",'
             b'"arguments":{"command":"orders/OrdersByStatus \xff"}}}',
             headers=raw.headers(session_id),
@@ -665,14 +651,14 @@ async def test_lone_surrogates_and_invalid_utf8_are_refused(wf_server):
     assert message["error"]["code"] == -32700, message
 
 
-async def test_new_conversation_with_a_model_and_when_the_model_fails(wf_server, acme_model, script):
+async def test_new_conversation_with_a_model_and_when_the_model_fails(gateway_server, acme_model, script):
     script(
         conversation_summary=[
             {"error": "RateLimitError"},
             json.dumps({"topic": "Order statuses", "summary": "Counted the orders in each status."}),
         ]
     )
-    async with sdk_client(wf_server, Person("alice")) as (client, _):
+    async with sdk_client(gateway_server, Person("alice")) as (client, _):
         conversation_id, _before = await _started(client)
         await client.call_tool("execute_command", {"command": "orders/OrdersByStatus"})
         failed = await _error(client.call_tool("new_conversation", {}))
