@@ -4,7 +4,6 @@ documented error and retry hint, and never spend one person's budget on another'
 from __future__ import annotations
 
 import json
-import os
 import re
 from collections.abc import Callable, Iterator
 
@@ -19,6 +18,7 @@ from core.models import AuditAction, AuditEvent, AuditOutcome, RateLimitRule, Ra
 from tests.e2e.conftest import _in_own_thread, person_of
 from tests.e2e.harness import E2E_RATE_LIMIT_PREFIX, DaphneServer, Person
 from tests.e2e.oauth_driver import minted_sdk_client
+from tests.support.ratelimit_support import TEST_REDIS_URL
 
 pytestmark = pytest.mark.django_db
 
@@ -31,7 +31,7 @@ AddRule = Callable[..., None]
 
 def forget_counts() -> None:
     """Every server of the run counts in one Redis namespace; a test of limits starts it afresh."""
-    store = redis.Redis.from_url(os.environ.get("TEST_REDIS_URL", "redis://127.0.0.1:6379/0"))
+    store = redis.Redis.from_url(TEST_REDIS_URL)
     try:
         keys = list(store.scan_iter(f"{E2E_RATE_LIMIT_PREFIX}:*"))
         if keys:
