@@ -10,6 +10,7 @@ from django.db import connections
 
 from core import db as core_db
 from tests.support.factories import MembershipFactory, TenantFactory, UserFactory
+from tests.support.fast_flush import fast_flush_install
 from tests.support.ratelimit_support import rate_limit_reset_for_tests
 from tests.support.sample_databases import sample_databases_drop
 
@@ -18,6 +19,7 @@ def pytest_configure(config: pytest.Config) -> None:
     engine = settings.DATABASES["default"]["ENGINE"]
     if "postgresql" not in engine:
         raise pytest.UsageError(f"The test suite runs on PostgreSQL; set DATABASE_URL (engine is {engine}).")
+    fast_flush_install()
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:

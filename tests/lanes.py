@@ -32,6 +32,7 @@ BASE_DIR = Path(__file__).resolve().parents[1]
 VENV_BIN = Path(sys.executable).parent
 DEFAULT_DATABASE_URL = "postgres://postgres@127.0.0.1:5432/gatehouse"
 DEFAULT_REDIS = "redis://127.0.0.1:6379"
+MAX_CHECK_WORKERS = 4
 # pytest's closing line: "=== 12 failed, 3790 passed, 2 errors in 812.40s (0:13:32) ==="
 _SUMMARY = re.compile(r"^=+ (?P<body>.*\d+ (?:passed|failed|error|errors|skipped|deselected).*) in [\d.]+s")
 _COUNT = re.compile(r"(\d+) (passed|failed|errors?|skipped|xfailed|xpassed|deselected)")
@@ -82,9 +83,14 @@ def lanes_plan(*, check_only: bool, pytest_args: list[str]) -> list[Lane]:
         # manage.py and mypy read the product's settings; no database is touched.
         env={"SECRET_KEY": os.environ.get("SECRET_KEY", "test-only-secret"), "DATABASE_URL": database_url},
     )
+    # Alone (make check) the in-process tests leave a core idle while they wait on the processes and
+    # sockets some of them start: pytest-xdist runs them on as many workers as there are cores (at
+    # most four; past two they compete for CPU). Beside the end-to-end lane (make test) that core is
+    # already busy, and extra workers only add a test database each.
+    parallel = ["-n", "auto", "--maxprocesses", str(MAX_CHECK_WORKERS)] if check_only else []
     in_process = Lane(
         name="in-process",
-        commands=[_pytest("not e2e", pytest_args)],
+        commands=[_pytest("not e2e", [*parallel, *pytest_args])],
         env={
             "DATABASE_URL": _lane_database_url(database_url, "inprocess"),
             "TEST_REDIS_URL": f"{DEFAULT_REDIS}/1",

@@ -121,6 +121,8 @@ async def test_another_tenant_cannot_reach_an_ontology_cached_for_its_owner(onto
 @pytest.mark.parametrize(
     "hostile",
     ["", "1 OR 1=1", "'; DROP TABLE data_agent_ontology; --", "x" * 10_000, "\x00", str(uuid.uuid4())],
+    # Ids that every pytest process computes alike (pytest-xdist workers must collect the same set).
+    ids=["empty", "sql-or", "sql-drop", "huge", "nul", "unknown-uuid"],
 )
 async def test_a_hostile_or_unknown_id_is_not_found(ontology, hostile):
     await _get(ontology)

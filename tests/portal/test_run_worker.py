@@ -25,6 +25,10 @@ pytestmark = pytest.mark.django_db(transaction=True)
 STRONG_PASSWORD = "run-worker-test-Passw0rd-long"
 
 
+def _sigint_default() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 class RunProcess:
     def __init__(self, tmp_path: Path) -> None:
         db = connection.settings_dict
@@ -47,6 +51,9 @@ class RunProcess:
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,
+                # As from a terminal: a run started in the background of a shell inherits SIGINT
+                # ignored, and Python and Twisted then leave it ignored, so Ctrl-C would do nothing.
+                preexec_fn=_sigint_default,
             )
 
     def log(self) -> str:
