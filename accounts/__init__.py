@@ -1,7 +1,2 @@
-"""People and tenants: ``User``, ``Tenant``, ``Membership`` with its ``Role``, the role-to-scope table
-(``scopes``), their services and selectors, and the operator commands that manage them
-(``create_tenant``, ``add_member``).
-
-May import: ``core`` only. Everything that uses a person or a tenant (OAuth, the MCP endpoint,
-toolsets, pages) stands above it.
-"""
+"""People and tenants: users, tenants, memberships with their roles, and the role-to-scope table,
+with the services, selectors and operator commands that manage them. Imports ``core``."""

@@ -3,7 +3,7 @@ committed but not awaited on disk (read-only calls that succeeded).
 
     .venv/bin/python benchmarks/audit_commit.py [--seconds 4] [--rounds 3] [--concurrency 1,16]
 
-Drives the endpoint's own group-commit writer (``core.audit.audit_record_async``, on the hot-path
+Drives the endpoint's own group-commit writer (``core.audit.trail.audit_record_async``, on the hot-path
 pool) with N concurrent callers each recording one row after another, alternating the two kinds in
 rounds so both see the same machine, and prints the median over rounds of rows/s and of the p50 and
 p99 wait. Uses the PostgreSQL database at BENCH_DATABASE_URL (default
@@ -26,8 +26,8 @@ KINDS = {"flushed (writes)": True, "not awaited on disk (reads)": False}
 
 
 async def drive(*, concurrency: int, seconds: float, flushed: bool) -> tuple[float, float, float]:
-    from core.audit import audit_record_async
-    from core.audit_entry import AuditEntry
+    from core.audit.entry import AuditEntry
+    from core.audit.trail import audit_record_async
     from core.models import AuditAction
 
     waits: list[float] = []

@@ -4,7 +4,7 @@ PostgreSQL's own ``$1`` (a raw cursor), for the batch sizes the group-commit wri
     .venv/bin/python benchmarks/audit_statement.py [--sizes 1,3,10,20,50,200] [--repeat 2000]
 
 Times psycopg's own conversion (``PostgresQuery`` and ``PostgresRawQuery``, what a cursor does
-before it sends anything) of ``core.audit_store.insert_sql`` with ``insert_params``, both forms side
+before it sends anything) of ``core.audit.store.insert_sql`` with ``insert_params``, both forms side
 by side in one run, on a connection to the benchmarks' database (``bench_support.bench_env``;
 nothing is written there). psycopg caches the parse of a
 ``%s`` statement only up to 4 kB, about 8 rows here, and scans a longer one with regular
@@ -44,8 +44,8 @@ def main() -> None:
     import psycopg
     from psycopg._queries import PostgresQuery, PostgresRawQuery
 
-    from core.audit_entry import AuditEntry
-    from core.audit_store import insert_params, insert_sql
+    from core.audit.entry import AuditEntry
+    from core.audit.store import insert_params, insert_sql
     from core.db import psycopg_connect_kwargs
     from core.models import AuditAction
 

@@ -134,7 +134,7 @@ def fresh_keys(sql: str, params: Any) -> Any:
 def explain(conn: psycopg.Connection, sql: str, params: Any) -> list[str]:
     lines: list[str] = []
     params = fresh_keys(sql, params)
-    # The audit writer sends $n placeholders through a raw cursor (core/audit_store.py).
+    # The audit writer sends $n placeholders through a raw cursor (core/audit/store.py).
     native = "$1" in sql and "%s" not in sql
     for _ in range(2):  # the second run is shown: what a warm server sees
         with conn.transaction(force_rollback=True):

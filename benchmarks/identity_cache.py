@@ -1,4 +1,4 @@
-"""What keeping a token's identity (``mcp_gateway.identity_cache``) buys, side by side in one run.
+"""What keeping a token's identity (``mcp_gateway.kernel.identity_cache``) buys, side by side in one run.
 
     .venv/bin/python benchmarks/identity_cache.py [--seconds 8] [--concurrency 1,16] [--rounds 2]
 

@@ -65,8 +65,8 @@ SCOPES = "mcp:read mcp:write"
 def acme_prepare() -> tuple[int, int]:
     """acme's library filled and the research toolset on; acme's and alice's ids."""
     from accounts.models import Tenant, User
-    from mcp_gateway.registry import default_registry
-    from mcp_gateway.toolset_access import toolset_set_enabled
+    from mcp_gateway.kernel.registry import default_registry
+    from mcp_gateway.kernel.toolset_access import toolset_set_enabled
     from research.demo import TOOLSET, library_demo_ensure
 
     acme = Tenant.objects.get(slug="acme")
@@ -161,7 +161,7 @@ def in_process_round(*, tenant_id: int, user_id: int, count: int, samples: dict[
     (an unsaved job row: run_step only reads the view and the tenant's library)."""
     from jobs.kinds import NextStep
     from jobs.models import Job
-    from jobs.services import job_view
+    from jobs.steps import job_view
     from research.literature_job import KIND, PLAN, literature_search
 
     def report(message: str) -> None:

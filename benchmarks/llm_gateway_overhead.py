@@ -50,8 +50,8 @@ def acme_prepare() -> None:
     from accounts.models import Tenant
     from core.crypto import secret_encrypt
     from language_models.models import LanguageModel
-    from mcp_gateway.registry import default_registry
-    from mcp_gateway.toolset_access import toolset_set_enabled
+    from mcp_gateway.kernel.registry import default_registry
+    from mcp_gateway.kernel.toolset_access import toolset_set_enabled
 
     acme = Tenant.objects.get(slug="acme")
     LanguageModel.objects.filter(tenant=acme, is_default=True).update(is_default=False)

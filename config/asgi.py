@@ -20,10 +20,10 @@ from starlette.types import Receive, Scope, Send  # noqa: E402
 from config.daphne_http import daphne_form_parsing_off  # noqa: E402
 from core.cors import CorsAsgiMiddleware  # noqa: E402
 from core.host_header import SingleHostMiddleware  # noqa: E402
-from core.ratelimit_processes import rate_limit_processes_check  # noqa: E402
+from core.ratelimit.processes import rate_limit_processes_check  # noqa: E402
 from core.request_context import RequestContextMiddleware  # noqa: E402
-from mcp_gateway.endpoint import mcp_app_build  # noqa: E402
-from mcp_gateway.standalone_stream import standalone_streams_end_all  # noqa: E402
+from mcp_gateway.transport.endpoint import mcp_app_build  # noqa: E402
+from mcp_gateway.transport.standalone_stream import standalone_streams_end_all  # noqa: E402
 
 
 async def lifespan(scope: Scope, receive: Receive, send: Send) -> None:

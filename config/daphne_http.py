@@ -2,7 +2,7 @@
 
 Twisted's ``Request.requestReceived`` parses every POST whose body has a Content-Type into
 ``request.args`` (form fields), and to learn the content type it builds an ``email.message``
-object: about 45 µs per request, measured here, for every MCP call. Daphne never reads
+object, for every MCP call (its cost is in docs/benchmarks.md). Daphne never reads
 ``request.args``; it hands the raw body to the application. Twisted lets a request switch the
 parsing off (``parsePOSTFormSubmission``), and Daphne picks its request class by module name when it
 builds each connection, so a subclass that switches it off is all it takes.

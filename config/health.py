@@ -24,8 +24,8 @@ from django.utils import timezone
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 
-from core.ratelimit import rate_limit_storage_probe
-from core.ratelimit_fallback import rate_limit_outage
+from core.ratelimit.fallback import rate_limit_outage
+from core.ratelimit.limits import rate_limit_storage_probe
 
 _STARTED = time.monotonic()
 OK, DEGRADED, UNAVAILABLE = "ok", "degraded", "unavailable"

@@ -142,6 +142,8 @@ INSTALLED_APPS = [
     "django_tasks_db",
     "jobs",
     "research",
+    # The fixtures the MCP conformance suites call, a toolset a tenant may turn on.
+    "conformance_fixtures",
     "portal",
 ]
 
@@ -377,8 +379,8 @@ GATEHOUSE: dict[str, Any] = {
         "GATEHOUSE_TOOLSETS",
         default=[
             "mcp_gateway.toolsets.account",
-            "mcp_gateway.toolsets.conformance",
-            "mcp_gateway.toolsets.conformance_dynamic",
+            "conformance_fixtures.toolset",
+            "conformance_fixtures.dynamic",
             "data_agent.toolset",
             "workflows.toolset",
             "llm_gateway.toolset",
@@ -408,7 +410,7 @@ GATEHOUSE: dict[str, Any] = {
     "MCP_CLIENT_CAPABILITIES_MAX_BYTES": env_int(
         "MCP_CLIENT_CAPABILITIES_MAX_BYTES", default=16384, minimum=256
     ),
-    # How long each process keeps what a bearer token resolved to (mcp_gateway.identity_cache);
+    # How long each process keeps what a bearer token resolved to (mcp_gateway.kernel.identity_cache);
     # every change it depends on is forgotten at once by every process. 0: ask every time.
     "MCP_IDENTITY_CACHE_SECONDS": env_int("MCP_IDENTITY_CACHE_SECONDS", default=30, minimum=0),
     # How long each process trusts its copy of a tenant's enabled toolsets.
@@ -440,11 +442,11 @@ GATEHOUSE: dict[str, Any] = {
     "MCP_DB_POOL_SIZE": env_int("MCP_DB_POOL_SIZE", default=4, minimum=1),
     # Diagnostics: count every SQL query this process runs and report the total when it exits.
     "GATEHOUSE_COUNT_QUERIES": env_bool("GATEHOUSE_COUNT_QUERIES", default=False),
-    # Audit trail (core.audit). Turning it off is for measuring its cost, not for production.
+    # Audit trail (core.audit.trail). Turning it off is for measuring its cost, not for production.
     "GATEHOUSE_AUDIT": env_bool("GATEHOUSE_AUDIT", default=True),
     "AUDIT_RETENTION_DAYS": env_int("AUDIT_RETENTION_DAYS", default=365, minimum=1),
     # Where audit rows the database could not take wait, one append-only file per process, until
-    # they are replayed (core.audit_spool). Shared by the processes of one host; keep it on a disk
+    # they are replayed (core.audit.spool). Shared by the processes of one host; keep it on a disk
     # that survives a restart.
     "AUDIT_SPOOL_DIR": env_str("AUDIT_SPOOL_DIR", default=str(LOCAL_DIR / "audit-spool")),
     # Repeated refusals of one key (person, limit) are written as one row per this many seconds.
@@ -476,7 +478,7 @@ GATEHOUSE: dict[str, Any] = {
     # How many proxies (TLS terminator, load balancer) append to X-Forwarded-For in front of the
     # server; the client address is read that many entries from the right, never from the left.
     "TRUSTED_PROXY_COUNT": env_int("TRUSTED_PROXY_COUNT", default=0, minimum=0),
-    # Rate limits (core.ratelimit): shared by every worker through Redis; without REDIS_URL,
+    # Rate limits (core.ratelimit.limits): shared by every worker through Redis; without REDIS_URL,
     # held in each process's memory (fine for the embedded single-process default only).
     "RATE_LIMIT_STORAGE_URL": env_str(
         "RATE_LIMIT_STORAGE_URL", default=_redis_url if _redis_url else "memory://"
@@ -495,10 +497,10 @@ GATEHOUSE: dict[str, Any] = {
         "register": env_rate("RATE_LIMIT_REGISTER", default="10/hour"),
     },
     # While the shared storage (Redis) does not answer, each process counts alone
-    # (core.ratelimit_fallback): sign-in is then held to this stricter per-process limit (or to its
+    # (core.ratelimit.fallback): sign-in is then held to this stricter per-process limit (or to its
     # own, if stricter still), since N processes would otherwise allow N times the guesses.
     "RATE_LIMIT_LOGIN_FALLBACK": env_rate("RATE_LIMIT_LOGIN_FALLBACK", default="2/minute"),
-    # MCP calls on Redis far from their limit are counted through leases (core.ratelimit_leases): a
+    # MCP calls on Redis far from their limit are counted through leases (core.ratelimit.leases): a
     # worker takes a few slots in one round trip and spends them for up to RATE_LIMIT_LEASE_MS. At
     # most this many are leased ahead (and at most an eighth of what is left); 0 counts every call
     # in Redis on its own.

@@ -14,10 +14,10 @@ from django.http import HttpRequest, HttpResponse
 from django.utils.html import format_html
 from django.utils.text import Truncator
 
-from core.audit_export import audit_csv_lines
+from core.audit.export import audit_csv_lines
 from core.csv_export import RecordAdmin
 from core.models import AuditEvent, RateLimitRule
-from core.ratelimit_rules import rate_limit_defaults, rate_limit_rule_validate
+from core.ratelimit.rules import rate_limit_defaults, rate_limit_rule_validate
 
 
 class _UsernameFilter(admin.SimpleListFilter):

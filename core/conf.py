@@ -151,7 +151,7 @@ class GatehouseSettings:
     ACCESS_LOG = _Setting(_bool)
     METRICS_TOKEN = _Setting(_optional_str)
     METRICS_ALLOWED_NETWORKS = _Setting(_str_list)
-    # Rate limits (core.ratelimit)
+    # Rate limits (core.ratelimit.limits)
     RATE_LIMIT_STORAGE_URL = _Setting(_str)
     RATE_LIMIT_KEY_PREFIX = _Setting(_str)
     RATE_LIMIT_RULE_CACHE_SECONDS = _Setting(_int)

@@ -16,7 +16,7 @@ library's own extension point (its ``check_request_enabled`` signal, connected i
 ``/mcp`` is not served by Django (config/asgi.py routes it straight to the MCP app), so
 ``CorsAsgiMiddleware`` puts the library's own ``CorsMiddleware`` methods in front of it: it answers
 preflights before bearer authentication and adds the same headers to every answer, a 401 too, so
-a page can read its ``WWW-Authenticate``. The ``/mcp`` Origin check (``mcp_gateway.asgi.auth``)
+a page can read its ``WWW-Authenticate``. The ``/mcp`` Origin check (``mcp_gateway.transport.auth``)
 asks ``origin_allowed``, the same decision, so an origin that may read answers is exactly the one
 that may send requests.
 """

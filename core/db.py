@@ -14,8 +14,8 @@ Two ways in:
   broken connections are normally dropped, so it does that first. Always the process's one
   database thread, also from an async Django view (the REST API): Django runs each of its
   requests in a thread-sensitive context of its own, whose new thread would open a new
-  connection for every request (6 ms each, measured on /api/v1/providers), where this thread's
-  stays open for ``DB_CONN_MAX_AGE``.
+  connection for every request (its cost is in docs/benchmarks.md), where this thread's stays open
+  for ``DB_CONN_MAX_AGE``.
 
 On SQLite (the embedded default) both go through Django.
 """

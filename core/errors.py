@@ -3,7 +3,7 @@
 Services and tools raise these. Exactly two places translate them: ``core.http_errors`` to HTTP
 (pages, OAuth endpoints, and the REST API's ``{"error": {"code", "message", "details"}}`` shape, whose
 ``code`` and status each class names in ``api_code`` and ``api_status``) and
-``mcp_gateway.jsonrpc_errors`` to JSON-RPC. The MCP endpoint's own
+``mcp_gateway.kernel.jsonrpc_errors`` to JSON-RPC. The MCP endpoint's own
 HTTP answers (401, 403, 404 ...) are written by the ASGI layers that own them.
 """
 

@@ -16,8 +16,8 @@ from django.conf import settings
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from core.asgi_http import send_json
-from core.audit import audit_entry
-from core.audit_refusals import audit_refusal_record_async
+from core.audit.refusals import audit_refusal_record_async
+from core.audit.trail import audit_entry
 from core.models import AuditAction, AuditOutcome
 
 logger = logging.getLogger(__name__)

@@ -25,7 +25,7 @@ from django.http.multipartparser import MultiPartParserError
 from django.shortcuts import render
 from django.utils.deprecation import MiddlewareMixin
 
-from core.audit import audit_record
+from core.audit.trail import audit_record
 from core.errors import (
     AuthenticationFailed,
     GatehouseError,

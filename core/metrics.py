@@ -10,11 +10,11 @@ Counters and histograms (``prometheus_client``):
 * ``gatehouse_rate_limit_refusals_total{scope}``;
 * ``gatehouse_rate_limit_fallbacks_total``: outages of the shared rate-limit storage this process
   lived through, and ``gatehouse_rate_limit_fallback_active``, 1 per process counting on its own now
-  (core.ratelimit_fallback);
+  (core.ratelimit.fallback);
 * ``gatehouse_sessions_events_total{event}``: MCP sessions created and terminated.
 
 Apps add their own: counters they define at import (``language_models.metrics``), and collectors
-read at scrape time, registered with ``metrics_collector_register`` (``mcp_gateway.metrics``:
+read at scrape time, registered with ``metrics_collector_register`` (``mcp_gateway.kernel.metrics``:
 active sessions per tenant). The MCP endpoint names the tools that may become label values
 (``metrics_tool_names_set``), so this module knows no app.
 
@@ -45,7 +45,7 @@ from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histo
 from prometheus_client.exposition import choose_encoder
 from prometheus_client.registry import Collector
 
-from core.audit_entry import AuditEntry
+from core.audit.entry import AuditEntry
 from core.conf import gatehouse_settings
 from core.models import AuditAction, RateLimitScope
 from core.request_context import client_ip, request_context

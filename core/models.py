@@ -78,7 +78,7 @@ class AuditEvent(models.Model):
     target = models.CharField(max_length=500, blank=True, help_text="The tool, resource or client acted on.")
     duration_ms = models.FloatField(null=True, blank=True)
     detail = models.JSONField(default=dict, blank=True)
-    # Set by the writer (core.audit_entry), so a row retried or replayed from the spool is stored
+    # Set by the writer (core.audit.entry), so a row retried or replayed from the spool is stored
     # once; empty on rows written before it existed.
     event_id = models.UUIDField(null=True, blank=True, unique=True, editable=False)
 

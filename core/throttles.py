@@ -6,7 +6,7 @@ developer out for the rest of it. Sign-in and authorization stay limited there a
 public address is limited as always, and so is every address when ``PUBLIC_URL`` is public.
 
 Each refusal is audited here, once, as ``rate.limited``, counted with the refusals of the same
-person or address and limit in the same minute (``core.audit_refusals``); the caller decides how
+person or address and limit in the same minute (``core.audit.refusals``); the caller decides how
 to answer it (the login page shows itself again, the OAuth endpoints let ``core.http_errors``
 answer).
 """
@@ -20,11 +20,11 @@ from django.conf import settings
 from django.http import HttpRequest
 from oauth2_provider.models import get_application_model
 
-from core.audit_refusals import audit_refusal_record
+from core.audit.refusals import audit_refusal_record
 from core.errors import RateLimited
 from core.loopback import is_loopback_address, is_loopback_host
 from core.models import AuditAction, AuditOutcome, RateLimitScope
-from core.ratelimit import rate_limit_http
+from core.ratelimit.limits import rate_limit_http
 from core.request_context import request_context
 
 # Requests whose address is unknown (no peer, unparsable proxy header) share one budget.

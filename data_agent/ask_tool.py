@@ -24,12 +24,16 @@ from data_agent.ask_pipeline import Outcome, QuestionRun, question_context_load
 from data_agent.ask_schemas import ClarifyingQuestion
 from data_agent.executor import Cell
 from data_agent.scopes import SCOPE_DATA_AGENT_WRITE, SCOPE_ONTOLOGIES_READ
-from mcp_gateway.audit_trail import audit_note
-from mcp_gateway.client_requests import client_asks_between_calls, client_elicit_optional, client_offers_forms
-from mcp_gateway.identity import identity_from_context
-from mcp_gateway.input_required import ask_form, input_required, input_state
-from mcp_gateway.registry import tool
-from mcp_gateway.tool_results import tool_result
+from mcp_gateway.kernel.identity import identity_from_context
+from mcp_gateway.kernel.registry import tool
+from mcp_gateway.kernel.tool_results import tool_result
+from mcp_gateway.pipeline.audit_trail import audit_note
+from mcp_gateway.pipeline.client_requests import (
+    client_asks_between_calls,
+    client_elicit_optional,
+    client_offers_forms,
+)
+from mcp_gateway.pipeline.input_required import ask_form, input_required, input_state
 
 QUESTION_MAX_CHARS = 2000
 # Rows in the narrative's table and in structured content; the rest are counted, not sent.

@@ -1,8 +1,8 @@
 """What a query or a question reads about an ontology (its datasets, fields and joins, and its data
 source's connection), cached per process and checked against the database on every call.
 
-Loading it was 3.3 ms of every ``run_query``: three ORM queries on Django's database thread, after
-its connection health check (docs/benchmarks.md). Each process now keeps the
+Loading it takes three ORM queries on Django's database thread, after its connection health check,
+a noticeable part of a ``run_query`` (docs/benchmarks.md). So each process keeps the
 ``DATA_AGENT_CATALOGUE_CACHE_SIZE`` catalogues it used last, and every call first reads the
 ontology's version in one statement on the hot-path pool (``core.db``: on the event loop, no thread
 hop, no health check): a hash of the row versions (PostgreSQL's ``xmin``) of the ontology, its data

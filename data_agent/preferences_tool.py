@@ -15,8 +15,8 @@ from data_agent.models import AgentPreference
 from data_agent.scopes import SCOPE_DATA_AGENT_WRITE, SCOPE_ONTOLOGIES_READ
 from data_agent.selectors import agent_preference_get
 from data_agent.services import agent_preference_set
-from mcp_gateway.identity import identity_from_context
-from mcp_gateway.registry import tool
+from mcp_gateway.kernel.identity import identity_from_context
+from mcp_gateway.kernel.registry import tool
 
 TIME_PERIOD_MAX = AgentPreference._meta.get_field("default_time_period").max_length or 100
 NOTES_MAX = AgentPreference._meta.get_field("notes").max_length or 1000

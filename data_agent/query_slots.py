@@ -6,7 +6,7 @@ A query over a cap is refused at once (``RateLimited``, -32029, with ``retryAfte
 queued: a queue would only move the wait.
 
 Across processes when the rate-limit storage is Redis (``RATE_LIMIT_STORAGE_URL``, the same server
-and the same short timeouts as ``core.ratelimit``): each running query holds a lease, a member of a
+and the same short timeouts as ``core.ratelimit.limits``): each running query holds a lease, a member of a
 sorted set per person and one per tenant, scored by when the lease expires. A lease outlives the
 longest run its query can have (the statement timeout plus a margin for connecting and the gate),
 so the slots of a worker killed mid-query come back by themselves soon after. Taking a lease is one
@@ -36,7 +36,7 @@ logger = logging.getLogger(__name__)
 # Connecting (at most 5 s), the gate and the lineage, on top of the statement timeout: a lease may
 # only expire once its query has certainly ended.
 LEASE_MARGIN_SECONDS = 30
-# Those of core.ratelimit: a Redis that does not answer must not hold up the query it only counts.
+# Those of core.ratelimit.limits: a Redis that does not answer must not hold up the query it only counts.
 REDIS_TIMEOUT_SECONDS = 0.5
 REDIS_PAUSE_SECONDS = 5.0
 WARNING_INTERVAL_SECONDS = 60.0

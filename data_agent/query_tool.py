@@ -22,10 +22,10 @@ from data_agent.selectors import (
     ontology_get_ready,
 )
 from data_agent.sql_gate import SQL_MAX_CHARS
-from mcp_gateway.audit_trail import audit_note
-from mcp_gateway.identity import identity_from_context
-from mcp_gateway.registry import tool
-from mcp_gateway.tool_results import tool_result
+from mcp_gateway.kernel.identity import identity_from_context
+from mcp_gateway.kernel.registry import tool
+from mcp_gateway.kernel.tool_results import tool_result
+from mcp_gateway.pipeline.audit_trail import audit_note
 
 TRUNCATED_NOTE = f"The first {DEFAULT_MAX_ROWS:,} rows are shown: the result had more and was cut there."
 

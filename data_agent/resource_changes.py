@@ -1,7 +1,7 @@
 """Tell subscribed clients when the catalogue resources they read change (an ontology edited).
 
 An edit to an ontology, one of its datasets, fields or relationships changes what one or more of
-``resources``' URIs read; each is logged once the transaction commits (``mcp_gateway.changes``),
+``resources``' URIs read; each is logged once the transaction commits (``mcp_gateway.kernel.changes``),
 and every worker's streams of the tenant tell the sessions subscribed to it
 (``notifications/resources/updated``). Saved through the ORM only (the admin, the services, a
 shell); the catalogue cache (``catalogue``) does not need this, it checks row versions itself.
@@ -19,7 +19,7 @@ from django.db.models.signals import post_delete, post_save
 
 from data_agent.models import Dataset, DatasetField, Ontology, Relationship
 from data_agent.resources import DATASET_URI, LIST_URI, ONTOLOGY_URI
-from mcp_gateway.changes import change_record
+from mcp_gateway.kernel.changes import change_record
 from mcp_gateway.models import ChangeKind
 
 _pending = threading.local()

@@ -18,9 +18,9 @@ from core.db import db_call
 from data_agent.models import Dataset, Ontology
 from data_agent.scopes import SCOPE_ONTOLOGIES_READ
 from data_agent.selectors import dataset_get, ontology_datasets, ontology_get_ready, ontology_list_ready
-from mcp_gateway.guard import guarded_resource
-from mcp_gateway.identity import identity_from_context, identity_from_current_request
-from mcp_gateway.registry import resource_prefix
+from mcp_gateway.kernel.identity import identity_from_context, identity_from_current_request
+from mcp_gateway.kernel.registry import resource_prefix
+from mcp_gateway.pipeline.guard import guarded_resource
 
 LIST_URI = "gatehouse://ontologies"
 ONTOLOGY_URI = "gatehouse://ontologies/{id}"
@@ -98,7 +98,7 @@ def install(server: MCPServer) -> None:
     )
     @guarded_resource
     async def ontologies() -> str:
-        # A static resource: the SDK passes it no Context (see ``mcp_gateway.identity``).
+        # A static resource: the SDK passes it no Context (see ``mcp_gateway.kernel.identity``).
         identity = identity_from_current_request()
         return json.dumps(await db_call(ontology_list_payload, tenant_id=identity.tenant_id))
 

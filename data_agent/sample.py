@@ -36,9 +36,9 @@ from core.db import psycopg_connect_kwargs
 from data_agent.models import DataSource, DataSourceKind, Ontology, OntologyStatus
 from data_agent.selectors import data_source_url
 from data_agent.services import data_source_create, data_source_set_url, ontology_create_from_source
+from mcp_gateway.kernel.registry import default_registry
+from mcp_gateway.kernel.toolset_access import toolset_set_enabled
 from mcp_gateway.models import TenantToolset
-from mcp_gateway.registry import default_registry
-from mcp_gateway.toolset_access import toolset_set_enabled
 
 logger = logging.getLogger(__name__)
 

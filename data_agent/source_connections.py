@@ -1,7 +1,7 @@
 """Connections to tenants' PostgreSQL data sources, kept open between queries of the same source.
 
-Opening one was 2.6 to 4.2 ms of every ``run_query`` on loopback with trust authentication
-(docs/benchmarks.md), more with TLS and SCRAM. Each process now keeps up to
+Opening one would be a noticeable part of every ``run_query`` (docs/benchmarks.md), more with TLS
+and SCRAM. So each process keeps up to
 ``DATA_AGENT_POOL_SIZE_PER_SOURCE`` idle connections per data source and closes one idle for
 ``DATA_AGENT_POOL_IDLE_SECONDS``. How many run at once is still bounded by the data source's
 threads (``data_agent.query_pool``); this only keeps the idle ones.

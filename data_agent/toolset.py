@@ -6,7 +6,7 @@ from data_agent.ask_tool import ask_question
 from data_agent.preferences_tool import get_data_preferences, set_data_preferences
 from data_agent.query_tool import run_query
 from data_agent.resources import CATALOGUE, install
-from mcp_gateway.registry import Toolset
+from mcp_gateway.kernel.registry import Toolset
 
 toolset = Toolset(
     name="data_agent",

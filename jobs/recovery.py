@@ -22,6 +22,7 @@ from django.utils import timezone
 
 from core.conf import gatehouse_settings
 from jobs.models import Job, JobState
+from jobs.steps import job_finish, job_step_run, step_enqueue
 
 logger = logging.getLogger(__name__)
 
@@ -61,8 +62,6 @@ def _finished_steps_task_rows_close(*, stale: datetime, now: datetime) -> None:
     job moved on without it): the job needs nothing, but the queue's view should not lie."""
     from django_tasks_db.models import DBTaskResult
 
-    from jobs.steps import job_step_run
-
     running = DBTaskResult.objects.filter(
         status="RUNNING", task_path=job_step_run.module_path, started_at__lt=stale
     ).only("pk", "args_kwargs", "worker_ids")
@@ -86,8 +85,6 @@ def _finished_steps_task_rows_close(*, stale: datetime, now: datetime) -> None:
 
 def _step_recover(*, job: Job, now: datetime) -> bool:
     from django_tasks_db.models import DBTaskResult
-
-    from jobs.services import job_finish, step_enqueue
 
     old_task = DBTaskResult.objects.filter(pk=job.step_task_id).first() if job.step_task_id else None
     if not job.step_worker and old_task is not None and old_task.status == "READY":

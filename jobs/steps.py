@@ -10,6 +10,9 @@ written with the same condition, so a step whose job was cancelled meanwhile cha
 A lost database connection never kills the worker nor fails the job: the claim and the outcome are
 retried on a new connection a few times; a kind whose own queries lose the database leaves its step
 claimed, and once the heartbeat has stopped for a lease the recovery runs it again.
+
+What a step leads to (the next step enqueued, a checkpoint, the end) is written here too, beside the
+task that the next step enqueues: the services (start, decide, cancel) and the recovery use them.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import os
 import socket
 import threading
 import time
+import uuid
 from collections.abc import Callable
 from datetime import timedelta
 from typing import TypeVar
@@ -31,8 +35,18 @@ from django.utils import timezone
 from django_tasks import task
 
 from core.conf import gatehouse_settings
-from jobs.kinds import JobFailed, StepOutcome, job_kind_get, job_kind_known
-from jobs.models import PROGRESS_MESSAGE_MAX_CHARS, Job, JobState
+from jobs.kinds import (
+    Checkpoint,
+    Complete,
+    JobFailed,
+    JobView,
+    NextStep,
+    StepOutcome,
+    job_kind_get,
+    job_kind_known,
+    job_kind_queue,
+)
+from jobs.models import ERROR_MAX_CHARS, PROGRESS_MESSAGE_MAX_CHARS, Job, JobState
 
 logger = logging.getLogger(__name__)
 
@@ -154,8 +168,6 @@ class _DatabaseLost:
 
 
 def _run(*, job: Job) -> StepOutcome | _Failed | _DatabaseLost:
-    from jobs.services import job_view
-
     def report(message: str) -> None:
         Job.objects.filter(pk=job.pk, step_token=job.step_token, state=JobState.RUNNING).update(
             progress=F("progress") + 1, progress_message=message[:PROGRESS_MESSAGE_MAX_CHARS]
@@ -179,8 +191,6 @@ def _run(*, job: Job) -> StepOutcome | _Failed | _DatabaseLost:
 
 def step_finish(*, job_id: str, token: str, worker: str, outcome: StepOutcome | _Failed) -> str:
     """Store the outcome if the step is still this worker's; returns what happened."""
-    from jobs.services import job_finish, outcome_store
-
     with transaction.atomic():
         job = (
             Job.objects.select_for_update()
@@ -195,3 +205,87 @@ def step_finish(*, job_id: str, token: str, worker: str, outcome: StepOutcome | 
             job.save()
             return "failed"
         return outcome_store(job=job, outcome=outcome)
+
+
+# The job's transitions after a step, here with the step's task that the next step enqueues: the
+# services (start, decide, cancel) and the recovery use them too.
+
+
+def job_view(job: Job) -> JobView:
+    return JobView(
+        id=str(job.id),
+        tenant_id=job.tenant_id,
+        user_id=job.user_id,
+        kind=job.kind,
+        input=job.input,
+        context=job.context,
+        iteration=job.iteration,
+        checkpoint_kind=job.checkpoint_kind,
+        checkpoint=job.checkpoint,
+    )
+
+
+def step_enqueue(*, job: Job, step: str, attempts: int = 0) -> None:
+    """Make ``step`` the job's next step under a new token and enqueue its task; saves the job.
+
+    Call inside a transaction: the task row and the job row commit together. ``attempts`` carries
+    the claims a recovered step already had (``jobs.recovery``); a new step starts at 0.
+    """
+    token = uuid.uuid4()
+    job.state = JobState.RUNNING
+    job.step = step
+    job.step_token = token
+    job.step_worker = ""
+    job.step_heartbeat = None
+    job.step_attempts = attempts
+    job.checkpoint_kind = ""
+    job.checkpoint = None
+    queue = job_kind_queue(job_kind_get(job.kind))
+    result = job_step_run.using(queue_name=queue).enqueue(job_id=str(job.id), token=str(token))
+    job.step_task_id = str(result.id)[:64]
+    job.save()
+
+
+def outcome_store(*, job: Job, outcome: NextStep | Checkpoint | Complete) -> str:
+    """Apply what a step or a decision leads to and save the job (enqueuing the next step, if
+    any, in the caller's transaction); returns what happened, for the task's result row."""
+    if outcome.message:
+        job.progress_message = outcome.message[:PROGRESS_MESSAGE_MAX_CHARS]
+    if isinstance(outcome, NextStep):
+        job.context = outcome.context
+        step_enqueue(job=job, step=outcome.step)
+        return f"next {outcome.step}"
+    if isinstance(outcome, Checkpoint):
+        job.state = JobState.WAITING
+        job.checkpoint_kind = outcome.kind
+        job.checkpoint = outcome.payload
+        job.context = outcome.context
+        _step_clear(job)
+        job.save()
+        return f"checkpoint {outcome.kind}"
+    job.result = outcome.result
+    if outcome.context:
+        job.context = outcome.context
+    job_finish(job=job, state=JobState.COMPLETE, message=outcome.message or "Complete.")
+    job.save()
+    return "complete"
+
+
+def job_finish(*, job: Job, state: str, message: str = "", error: str = "") -> None:
+    """End the job in ``state`` (complete, failed, cancelled); the caller saves it."""
+    job.state = state
+    _step_clear(job)
+    job.checkpoint_kind = ""
+    job.checkpoint = None
+    job.finished = timezone.now()
+    if message:
+        job.progress_message = message[:PROGRESS_MESSAGE_MAX_CHARS]
+    if error:
+        job.error = error[:ERROR_MAX_CHARS]
+
+
+def _step_clear(job: Job) -> None:
+    job.step = ""
+    job.step_token = None
+    job.step_worker = ""
+    job.step_heartbeat = None

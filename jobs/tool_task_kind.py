@@ -1,12 +1,12 @@
-"""The job kind behind MCP tool tasks (``mcp_gateway.tool_tasks``): one step, ``call``, that calls
-the task's tool for the person, tenant, OAuth client and scopes captured when the task started.
+"""The job kind behind MCP tool tasks (``mcp_gateway.kernel.tool_tasks_2026_07_28``): one step, ``call``,
+that calls the task's tool for the person, tenant, OAuth client and scopes captured when the task started.
 
-Each step is one ``tools/call`` through the server (``jobs.tool_call``): its answer completes the
-job, or, when the tool needs the person's input (``InputRequiredResult``), stops it at an
-``input_required`` checkpoint whose decision carries the input responses; the next step calls the
-tool again with them and the ``requestState`` the tool sealed, which never leaves the server. A
-protocol-level error (the tool crashed, timed out, was refused) completes the job with that error
-(the task is then ``failed``), so the JSON-RPC error object survives as it was.
+Each step is one ``tools/call`` through the pipeline (``mcp_gateway.pipeline.tool_runs``): its answer
+completes the job, or, when the tool needs the person's input (``InputRequiredResult``), stops it at an
+``input_required`` checkpoint whose decision carries the input responses; the next step calls the tool again
+with them and the ``requestState`` the tool sealed, which never leaves the server. A protocol-level error
+(the tool crashed, timed out, was refused) completes the job with that error (the task is then ``failed``),
+so the JSON-RPC error object survives as it was.
 
 What comes from the client (arguments, input responses) and what the tool answers is kept as JSON
 text inside the row's JSON: PostgreSQL's ``jsonb`` refuses a NUL character in a string, which a
@@ -144,8 +144,8 @@ class ToolTaskKind:
         return step_loop_run(self._call(job=job, report=report))
 
     async def _call(self, *, job: JobView, report: ProgressReport) -> StepOutcome:
-        from jobs.tool_call import tool_call_run
-        from mcp_gateway.jsonrpc_errors import as_mcp_error
+        from mcp_gateway.kernel.jsonrpc_errors import as_mcp_error
+        from mcp_gateway.pipeline.tool_runs import tool_call_run
 
         try:
             identity = await db_call(identity_now, captured=job.input["identity"])

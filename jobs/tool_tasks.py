@@ -1,6 +1,6 @@
-"""The ``ToolTaskRunner`` of MCP tool tasks (``mcp_gateway.tool_tasks``): each task is a job of the
-``mcp.tool_call`` kind (``jobs.tool_task_kind``), so it lives in PostgreSQL, runs on the task queue,
-survives a worker's restart (the engine's recovery) and belongs to its person and tenant: any other
+"""The ``ToolTaskRunner`` of MCP tool tasks (``mcp_gateway.kernel.tool_tasks_2026_07_28``): each task is a
+job of the ``mcp.tool_call`` kind (``jobs.tool_task_kind``), so it lives in PostgreSQL, runs on the task
+queue, survives a worker's restart (the engine's recovery) and belongs to its person and tenant: any other
 caller, like a malformed or unknown id or a task past its ttl, gets ``NotFound``.
 
 Status: a running job is ``working``; one at its ``input_required`` checkpoint is
@@ -25,7 +25,8 @@ from core.identity import Identity
 from jobs.errors import JobNotFound
 from jobs.models import Job, JobState
 from jobs.selectors import job_id_parse, jobs_of
-from jobs.services import job_cancel, job_decide, job_finish, job_start
+from jobs.services import job_cancel, job_decide, job_start
+from jobs.steps import job_finish
 from jobs.tool_task_kind import (
     INPUT_CHECKPOINT,
     TOOL_TASK_KIND,
@@ -33,7 +34,7 @@ from jobs.tool_task_kind import (
     wire_dump,
     wire_load,
 )
-from mcp_gateway.tool_tasks import ToolTask, ToolTaskStatus
+from mcp_gateway.kernel.tool_tasks_2026_07_28 import ToolTask, ToolTaskStatus
 
 # A task is kept a day unless the client asks otherwise, between a minute and a week.
 TTL_DEFAULT_MS = 24 * 3600 * 1000
@@ -264,7 +265,8 @@ def tool_tasks_expire(*, now: datetime | None = None, batch: int = EXPIRE_BATCH)
 
 
 class JobToolTaskRunner:
-    """``mcp_gateway.tool_tasks.ToolTaskRunner`` on the job engine; registered by ``JobsConfig``."""
+    """``mcp_gateway.kernel.tool_tasks_2026_07_28.ToolTaskRunner`` on the job engine; registered by
+    ``JobsConfig``."""
 
     async def start(
         self,

@@ -1,6 +1,2 @@
-"""Each tenant's language models (a litellm model string and an encrypted key) and ``llm_complete``,
-the one place Gatehouse calls a model, with its metrics.
-
-May import: ``core``, ``accounts``, ``oauth`` and ``mcp_gateway``. Toolsets that use a model
-(``data_agent``) import it.
-"""
+"""Each tenant's language models (a litellm model string and an encrypted key) and the one path
+of a model call, with its metrics. Imports ``mcp_gateway`` and below."""

@@ -42,16 +42,16 @@ from core.http_errors import api_error_response
 from core.identity import Identity
 from core.json_bounds import json_loads_bounded
 from core.models import AuditAction, RateLimitScope
-from core.ratelimit import rate_limit_mcp
+from core.ratelimit.limits import rate_limit_call
 from llm_gateway.api_calls import api_call, api_view
 from llm_gateway.invoke import llm_gateway_invoke
 from llm_gateway.providers import llm_providers_list
 from llm_gateway.resolution import HEADER_KEY_INVALID, MAX_HEADER_KEY_LENGTH, header_key_check
 from llm_gateway.schemas import ErrorResponse, Health, InvokeRequest, InvokeResponse, ProvidersResponse
 from llm_gateway.scopes import SCOPE_LLM_INVOKE
-from mcp_gateway.asgi.auth import www_authenticate
-from mcp_gateway.asgi.refusals import edge_audit
-from mcp_gateway.tokens import identity_from_api_bearer
+from oauth.bearer import identity_from_api_bearer
+from oauth.challenge import www_authenticate
+from oauth.edge_refusals import edge_audit
 
 logger = logging.getLogger(__name__)
 
@@ -272,7 +272,7 @@ async def invoke(
     call.provider, call.model = payload.provider, payload.model
     _require_scope(identity)
     header_key = _provider_key(x_provider_api_key)
-    await rate_limit_mcp(
+    await rate_limit_call(
         identity=identity, scope=RateLimitScope.TOOL, target=RATE_LIMIT_TARGET, expensive=True
     )
     result = await llm_gateway_invoke(

@@ -26,7 +26,7 @@ from typing import Any
 
 from django.http import HttpRequest, HttpResponseBase
 
-from core.audit import audit_entry, audit_record_async
+from core.audit.trail import audit_entry, audit_record_async
 from core.errors import GatehouseError
 from core.http_errors import api_error_response
 from core.identity import Identity

@@ -22,8 +22,8 @@ from pydantic import Field
 from llm_gateway.invoke import llm_gateway_invoke
 from llm_gateway.schemas import MAX_OUTPUT_TOKENS, InvokeRequest, InvokeResponse, Message
 from llm_gateway.scopes import SCOPE_LLM_INVOKE
-from mcp_gateway.identity import identity_from_context
-from mcp_gateway.registry import Toolset, tool
+from mcp_gateway.kernel.identity import identity_from_context
+from mcp_gateway.kernel.registry import Toolset, tool
 
 _FIELDS = InvokeRequest.model_fields
 # The backstop only: a model's own timeout (at most 600 s, language_models.models) ends the call

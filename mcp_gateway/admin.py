@@ -9,9 +9,9 @@ from django.http import HttpRequest
 
 from accounts.admin import TenantAdmin
 from accounts.models import Tenant
+from mcp_gateway.kernel.registry import default_registry
+from mcp_gateway.kernel.sessions import session_terminate
 from mcp_gateway.models import McpSession, TenantToolset, TerminationReason
-from mcp_gateway.registry import default_registry
-from mcp_gateway.sessions import session_terminate
 
 TERMINATED_MESSAGE = "Terminated {count} session(s)."
 

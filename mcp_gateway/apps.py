@@ -11,8 +11,8 @@ class McpGatewayConfig(AppConfig):
         from django.db.models.signals import post_save
 
         from accounts.models import Tenant
-        from mcp_gateway.metrics import metrics_install
-        from mcp_gateway.tenant_deactivation import tenant_saved
+        from mcp_gateway.kernel.metrics import metrics_install
+        from mcp_gateway.kernel.tenant_deactivation import tenant_saved
 
         metrics_install()
         post_save.connect(tenant_saved, sender=Tenant, dispatch_uid="mcp_gateway.tenant_saved")

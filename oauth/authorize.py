@@ -23,7 +23,7 @@ from oauthlib.oauth2.rfc6749.errors import (
 from accounts.models import Membership, User
 from accounts.scopes import scope_definitions, scopes_for_role, scopes_granted
 from accounts.selectors import membership_get, membership_list_for_user
-from core.audit import audit_record
+from core.audit.trail import audit_record
 from core.http_errors import ERROR_TEMPLATE
 from core.loopback import is_loopback_host
 from core.models import AuditAction, AuditOutcome, RateLimitScope

@@ -29,7 +29,7 @@ from oauthlib.common import generate_token
 from accounts.models import Tenant, User
 from accounts.scopes import scope_definitions, scopes_for_role
 from accounts.selectors import membership_get, tenant_get, user_get
-from core.audit import audit_record
+from core.audit.trail import audit_record
 from core.errors import InvalidInput, PermissionDenied
 from core.models import AuditAction
 from core.text_safety import text_unstorable_reason

@@ -20,7 +20,7 @@ from django.utils import timezone
 from oauth2_provider.models import Application
 from oauth2_provider.settings import oauth2_settings
 
-from core.audit import audit_record
+from core.audit.trail import audit_record
 from core.models import AuditAction, AuditEvent, AuditOutcome
 from oauth.models import AccessToken, Grant, RefreshToken
 

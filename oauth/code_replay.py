@@ -23,7 +23,7 @@ from django.utils import timezone
 from oauth2_provider.models import Application
 
 from accounts.models import Tenant, User
-from core.audit import audit_record
+from core.audit.trail import audit_record
 from core.models import AuditAction, AuditOutcome
 from oauth.models import AccessToken, Grant, UsedAuthorizationCode
 from oauth.services import BY_CODE_REPLAY, RevokedCounts, access_token_revoke, token_family_revoke

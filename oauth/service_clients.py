@@ -2,7 +2,7 @@
 client-credentials grant (``oauth.validators``) and act as an account of their own.
 
 The account is a real user with no usable password, a member of the tenant with the client's role,
-so everything downstream of a token (the hot path in ``mcp_gateway.tokens``, rate limits, budgets,
+so everything downstream of a token (the hot path in ``mcp_gateway.transport.bearer``, rate limits, budgets,
 audit) treats a service client as it treats a person, and removing the membership or deactivating
 the account or tenant stops it at once. Operators create them with ``manage.py service_client`` or
 the admin, tenant admins on their portal page; all three come through here.
@@ -18,7 +18,7 @@ from oauth2_provider.generators import generate_client_secret
 from oauth2_provider.models import Application
 
 from accounts.models import Membership, Role, Tenant, User
-from core.audit import audit_record
+from core.audit.trail import audit_record
 from core.errors import InvalidInput, NotFound
 from core.models import AuditAction
 from core.text_safety import text_is_storable, text_unstorable_reason

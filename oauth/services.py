@@ -21,7 +21,7 @@ from django.db.models import Q
 from oauth2_provider.models import revoke_access_token
 
 from accounts.models import Tenant, User
-from core.audit import audit_record
+from core.audit.trail import audit_record
 from core.models import AuditAction
 from oauth.models import AccessToken, RefreshToken
 

@@ -31,7 +31,7 @@ from oauthlib.oauth2.rfc6749 import errors
 
 from accounts.models import Membership
 from accounts.scopes import scopes_granted
-from core.audit import audit_record
+from core.audit.trail import audit_record
 from core.models import AuditAction
 from oauth.code_replay import (
     IssuedTokens,
@@ -179,9 +179,9 @@ class TenantOAuth2Validator(OAuth2Validator):
         return True
 
     def _service_client_bind(self, *, client: Any, request: Any) -> None:
-        """Make a client-credentials request act as its service client's account, in its tenant,
-        for the API; or refuse it, saying why. Checked before any token exists (oauthlib answers
-        these errors itself), and again by every request the token makes (``mcp_gateway.tokens``)."""
+        """Make a client-credentials request act as its service client's account, in its tenant, for the
+        API; or refuse it, saying why. Checked before any token exists (oauthlib answers these errors
+        itself), and again by every request the token makes (``oauth.bearer``)."""
         service_client = (
             ServiceClient.objects.filter(application=client).select_related("account", "tenant").first()
         )

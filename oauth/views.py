@@ -21,7 +21,7 @@ from django.http import HttpRequest, HttpResponse
 from oauth2_provider import views as oauth2_views
 from oauth2_provider.models import Application
 
-from core.audit import audit_record
+from core.audit.trail import audit_record
 from core.models import AuditAction, AuditOutcome, RateLimitScope
 from core.text_safety import storable_text
 from core.throttles import client_address, throttle_check

@@ -24,8 +24,8 @@ from accounts.models import Tenant, User
 from core.conf import gatehouse_settings
 from core.errors import NotFound
 from core.text_safety import text_is_storable
+from mcp_gateway.kernel.sessions import session_terminate
 from mcp_gateway.models import SESSION_ID_MAX_LENGTH, McpSession, TerminationReason
-from mcp_gateway.sessions import session_terminate
 from oauth.consent import consent_forget
 from oauth.models import AccessToken, RefreshToken, RememberedConsent
 from oauth.services import RevokedCounts, access_token_revoke, refresh_token_revoke

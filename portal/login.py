@@ -16,7 +16,7 @@ from django.utils.translation import gettext_lazy as _
 from oauth2_provider.models import Application
 
 from accounts.models import User
-from core.audit import audit_record
+from core.audit.trail import audit_record
 from core.errors import RateLimited
 from core.models import AuditAction, AuditOutcome, RateLimitScope
 from core.throttles import client_address, throttle_check

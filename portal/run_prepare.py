@@ -1,12 +1,11 @@
 """What ``make run`` does before the server starts, each step skipped when it is already done.
 
-A restart is the common case, and each of these used to be a Django process of its own (two to
-four seconds each on a small machine, mostly importing Django and the app): ``prepare_run`` does
-them all in one, and each asks first whether there is anything to do. Migrating only when the plan
-is non-empty is what ``migrate --check`` asks; collecting static files only when a fingerprint of
-the sources (path, size and modification time of every file the finders list) differs from the one
-stored beside STATIC_ROOT. A ``git pull`` that brings a migration or a changed stylesheet is picked
-up on the next start.
+A restart is the common case, and each of these as a Django process of its own would pay for
+importing Django and the app again: ``prepare_run`` does them all in one, and each asks first
+whether there is anything to do. Migrating only when the plan is non-empty is what ``migrate
+--check`` asks; collecting static files only when a fingerprint of the sources (path, size and
+modification time of every file the finders list) differs from the one stored beside STATIC_ROOT.
+A ``git pull`` that brings a migration or a changed stylesheet is picked up on the next start.
 
 The demo people's password is kept in ``.local/demo_password`` (git-ignored, mode 600) so that every
 start can print it, not only the first.

@@ -9,7 +9,7 @@ class ResearchConfig(AppConfig):
 
     def ready(self) -> None:
         from jobs.kinds import job_kind_register
-        from mcp_gateway.tool_tasks import tool_task_runner_register
+        from mcp_gateway.kernel.tool_tasks_2026_07_28 import tool_task_runner_register
         from research.literature_job import literature_search
         from research.task_runner import literature_task_runner
 

@@ -11,9 +11,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from accounts.models import Tenant
+from mcp_gateway.kernel.registry import default_registry
+from mcp_gateway.kernel.toolset_access import toolset_set_enabled
 from mcp_gateway.models import TenantToolset
-from mcp_gateway.registry import default_registry
-from mcp_gateway.toolset_access import toolset_set_enabled
 from research.bibtex import ImportReport, library_import_bibtex
 
 DEMO_LIBRARY_FILE = Path(__file__).resolve().parent.parent / "examples" / "research" / "demo_library.bib"

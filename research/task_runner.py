@@ -1,6 +1,7 @@
-"""The literature search as a task of the 2026-07-28 tasks extension (``mcp_gateway.tool_tasks``):
-a task-augmented ``search_papers`` IS the literature job, its id the job's (as on 2025-11-25,
-``research.tasks``), so ``tasks/*``, the research tools and the research page all follow one job.
+"""The literature search as a task of the 2026-07-28 tasks extension
+(``mcp_gateway.kernel.tool_tasks_2026_07_28``): a task-augmented ``search_papers`` IS the literature job,
+its id the job's (as on 2025-11-25, ``research.tasks``), so ``tasks/*``, the research tools and the research
+page all follow one job.
 
 The job waiting at a checkpoint is the task ``input_required``, its input request a form asking for
 the decision (``research.task_forms``); ``tasks/update`` with the form's answer is the decision,
@@ -29,10 +30,10 @@ from core.identity import Identity
 from jobs.errors import JobNotFound, JobStateError
 from jobs.models import Job, JobState
 from jobs.selectors import job_get
-from mcp_gateway.rbac import missing_scopes
-from mcp_gateway.registry import default_registry
-from mcp_gateway.tool_tasks import ToolTask
-from mcp_gateway.toolset_access import toolsets_enabled
+from mcp_gateway.kernel.rbac import missing_scopes
+from mcp_gateway.kernel.registry import default_registry
+from mcp_gateway.kernel.tool_tasks_2026_07_28 import ToolTask
+from mcp_gateway.kernel.toolset_access import toolsets_enabled
 from research.services import search_cancel, search_decide, search_get, search_next_state, search_start
 from research.task_forms import decision_of, input_requests_of
 from research.tasks import SEARCH_TOOL, STATUSES
@@ -141,7 +142,8 @@ def literature_task_cancel(*, identity: Identity, task_id: str) -> None:
 
 
 class LiteratureTaskRunner:
-    """``mcp_gateway.tool_tasks.ToolTaskRunner`` of ``search_papers``: the task is the job."""
+    """``mcp_gateway.kernel.tool_tasks_2026_07_28.ToolTaskRunner`` of ``search_papers``: the task is the
+    job."""
 
     tools: frozenset[str] = frozenset({SEARCH_TOOL})
 

@@ -1,6 +1,6 @@
-"""The literature search as MCP tasks (``mcp_gateway.tasks``): a task-augmented ``search_papers``
-starts the same job the tool starts, and the task id is the job id, so ``tasks/*``, the research
-tools and the pages all follow one job.
+"""The literature search as MCP tasks (``mcp_gateway.kernel.tasks_2025_11_25``): a task-augmented
+``search_papers`` starts the same job the tool starts, and the task id is the job id, so ``tasks/*``, the
+research tools and the pages all follow one job.
 
 A job can wait days for a person's decision, which the protocol's ``tasks/result`` ("block until
 the task is terminal") cannot sit through on one HTTP request. So ``tasks/result`` answers what
@@ -18,8 +18,8 @@ from core.db import db_call
 from core.identity import Identity
 from jobs.models import Job, JobState
 from jobs.waiting import job_wait
-from mcp_gateway.tasks import TaskMethod, TaskState, TaskStatus
-from mcp_gateway.tool_results import tool_result
+from mcp_gateway.kernel.tasks_2025_11_25 import TaskMethod, TaskState, TaskStatus
+from mcp_gateway.kernel.tool_results import tool_result
 from research.services import (
     WAIT_SECONDS,
     search_cancel,

@@ -24,7 +24,7 @@ from mcp_types import CallToolResult, TextContent
 from pydantic import BaseModel, ConfigDict, Field
 
 from core.errors import GatehouseError, InvalidInput, NotFound
-from mcp_gateway.tool_results import tool_result
+from mcp_gateway.kernel.tool_results import tool_result
 
 INVALID_DATA = "invalid_data"
 WORKFLOW_FAILED = "workflow_failed"

@@ -20,8 +20,8 @@ from core.db import db_call
 from jobs import errors
 from jobs.models import Job, JobState
 from jobs.waiting import job_wait
-from mcp_gateway.identity import identity_from_context, session_id_from_context
-from mcp_gateway.registry import tool
+from mcp_gateway.kernel.identity import identity_from_context, session_id_from_context
+from mcp_gateway.kernel.registry import tool
 from research import services
 from research.exports import export_render
 from research.literature_job import MAX_RESULTS_MAX, QUERY_MAX_CHARS

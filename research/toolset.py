@@ -8,7 +8,7 @@ every tenant of the deployment), and its steps take a worker's time.
 
 from __future__ import annotations
 
-from mcp_gateway.registry import Toolset
+from mcp_gateway.kernel.registry import Toolset
 from research.tasks import literature_tasks
 from research.tools import TOOLS
 

@@ -21,7 +21,7 @@ from mcp.shared.uri_template import UriTemplate
 from mcp_types import PaginatedRequestParams
 
 from core.conf import gatehouse_settings
-from mcp_gateway.federation import LIST_KEYS, FederatedItem, Federation, Kind
+from mcp_gateway.kernel.federation import LIST_KEYS, FederatedItem, Federation, Kind
 from upstreams.config import ConfigKey, UpstreamConfig
 from upstreams.pool import UpstreamPool, error_describe
 

@@ -34,8 +34,8 @@ from mcp_types import (
 )
 from pydantic import BaseModel
 
-from mcp_gateway.asgi.scope_keys import SESSION_KEY
-from mcp_gateway.client_log import client_wants
+from mcp_gateway.kernel.scope_keys import SESSION_KEY
+from mcp_gateway.pipeline.client_log import client_wants
 
 logger = logging.getLogger(__name__)
 

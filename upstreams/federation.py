@@ -1,4 +1,4 @@
-"""Upstream MCP servers as a federation of the MCP endpoint (``mcp_gateway.federation``): their
+"""Upstream MCP servers as a federation of the MCP endpoint (``mcp_gateway.kernel.federation``): their
 entries in the tenant's lists, and each request that names one forwarded through a pooled session.
 
 The request guard has already checked the tenant's toolsets, the caller's scopes, the arguments
@@ -23,10 +23,10 @@ from mcp.shared.exceptions import MCPError
 from core.db import db_call
 from core.errors import InvalidInput, NotFound, UpstreamUnavailable
 from core.identity import Identity
-from mcp_gateway.audit_trail import audit_note
-from mcp_gateway.changes import change_record
-from mcp_gateway.federation import FederatedItem, Kind
+from mcp_gateway.kernel.changes import change_record
+from mcp_gateway.kernel.federation import FederatedItem, Kind
 from mcp_gateway.models import ChangeKind
+from mcp_gateway.pipeline.audit_trail import audit_note
 from upstreams.catalog import Catalog, Published
 from upstreams.config import UpstreamConfig
 from upstreams.downstream import ForwardedCall

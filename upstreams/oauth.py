@@ -21,7 +21,7 @@ lead the secret to another server.
 The SDK's provider has no public hook for any of this, so ``UpstreamOAuth`` uses its private
 names: ``_auth_flow`` (overridden and called), ``_initialized``, ``_fixed_client_info``,
 ``_exchange_token_client_credentials`` and ``_handle_token_response``, and the fields of its
-``context``. Written against ``mcp`` 2.3.0; an SDK upgrade re-checks them (``mcp_gateway.sdk``
+``context``. Written against ``mcp`` 2.3.0; an SDK upgrade re-checks them (``mcp_gateway.kernel.sdk``
 lists this module among its checks), and ``tests/upstreams/test_upstream_oauth_tokens.py`` and
 ``tests/e2e/upstreams/test_upstreams_oauth.py`` fail if their meaning changes.
 """

@@ -43,7 +43,7 @@ from mcp_types import (
 from pydantic import ValidationError
 
 from core.conf import gatehouse_settings
-from mcp_gateway.sdk import client_session_closed
+from mcp_gateway.kernel.sdk import client_session_closed
 from upstreams.config import UpstreamConfig
 from upstreams.transports import upstream_streams
 

@@ -19,7 +19,7 @@ from django.utils import timezone
 from accounts.models import Tenant
 from core.crypto import secret_encrypt
 from core.errors import InvalidInput
-from mcp_gateway.registry import default_registry
+from mcp_gateway.kernel.registry import default_registry
 from upstreams.check import UpstreamTestResult, upstream_test
 from upstreams.models import Upstream
 from upstreams.selectors import upstream_configs_forget

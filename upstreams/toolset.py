@@ -5,7 +5,7 @@ sees nothing of it, and an operator turns a tenant's upstreams off all at once b
 
 from __future__ import annotations
 
-from mcp_gateway.registry import Toolset
+from mcp_gateway.kernel.registry import Toolset
 from upstreams.federation import UpstreamFederation
 
 federation = UpstreamFederation()

@@ -15,7 +15,7 @@ from typing import Any
 
 from core.errors import InvalidInput, NotFound
 from data_agent.scopes import SCOPE_DATA_AGENT_WRITE, SCOPE_ONTOLOGIES_READ
-from mcp_gateway.registry import default_registry
+from mcp_gateway.kernel.registry import default_registry
 from workflows.models import ActionKind, Builtin, Workflow, WorkflowCommand, WorkflowContext
 
 NO_WORKFLOW = (

@@ -1,38 +1,29 @@
 """What a command runs: a parameterised query through data_agent's fair-use pool, or a tool through
-the SDK server with every check a client's direct call of it would get.
+the pipeline every tool call passes.
 
 A query command is ``run_query`` with bound parameters: the same gate, limits, lineage and answer.
-A tool command is the tool itself: the tenant's toolsets, the caller's scopes and the tool's rate
-limit are checked here (the request middleware saw only the outer tool), then the SDK validates
-the arguments and runs the guarded handler. The tool leaves its own ``tool.called`` event (with
-``via`` naming the command), as the audit trail's middleware would have written it.
+A tool command is the tool itself, run by ``mcp_gateway.pipeline.tool_runs`` as the command's
+caller: the tenant's toolsets, the caller's scopes, the arguments and the tool's rate limit are
+checked there, and the tool leaves its own ``tool.called`` event (``via`` naming the command).
+Nothing here repeats a check.
 """
 
 from __future__ import annotations
 
-import asyncio
-import time
 from collections.abc import Mapping
 from typing import Any
 
 from mcp.server.mcpserver import Context
-from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
 from mcp.shared.exceptions import MCPError
-from mcp_types import CallToolResult
+from mcp_types import INVALID_PARAMS, CallToolResult
 
-from core.audit import audit_arguments, audit_entry, audit_record_async
-from core.errors import GatehouseError, InsufficientScope, InvalidInput
+from core.errors import GatehouseError
 from core.identity import Identity
-from core.models import AuditAction, AuditOutcome, RateLimitScope
-from core.ratelimit import rate_limit_mcp
 from data_agent.query_pool import QuerySource, query_run_fairly
 from data_agent.query_slots import QueryCaller
 from data_agent.query_tool import query_summary
-from mcp_gateway.audit_trail import NOTE_MAX_CHARS, audit_failure, audit_notes_apart
-from mcp_gateway.guard import UNKNOWN_TOOL
-from mcp_gateway.registry import default_registry
-from mcp_gateway.sdk import context_call_tool
-from mcp_gateway.toolset_access import toolsets_enabled_async
+from mcp_gateway.pipeline.audit_trail import NOTE_MAX_CHARS
+from mcp_gateway.pipeline.tool_runs import tool_run_within
 from workflows.outputs import CommandResponse
 
 NEEDS_INPUT = "The tool asked for more input, which a workflow command cannot give it."
@@ -74,90 +65,33 @@ async def query_command_run(
 async def tool_command_run(
     *,
     ctx: Context,
-    identity: Identity,
-    session_id: str,
     tool_name: str,
     arguments: dict[str, Any],
     qualified_name: str,
 ) -> tuple[bool, CommandResponse]:
     """Whether the tool succeeded and its answer (its text; its structured content as artifacts).
 
-    The tool's own failure (``isError``, ``ToolError``, arguments its schema refuses) is a failed
-    command; a refusal (toolset, scope, rate limit) or an error the guard translated is raised, as
-    ``MCPError`` or ``GatehouseError``. Either way the tool's event is written first."""
-    registry = default_registry()
-    spec = registry.get(tool_name)
-    action, outcome = AuditAction.TOOL_CALLED, AuditOutcome.OK
-    detail: dict[str, Any] = {
-        "method": "tools/call",
-        "arguments": audit_arguments(arguments, secret_names=spec.secret_arguments if spec else frozenset()),
-        "via": f"workflow:{qualified_name}",
-    }
-    notes: dict[str, Any] = {}
-    started = time.perf_counter()
+    The tool runs through the pipeline as a client's call of it would (``tool_run_within``), which
+    checks, limits and audits it (``via`` naming the command). The tool's own failure (``isError``)
+    and arguments the tool's schema refuses are a failed command; a refusal (toolset, scope, rate
+    limit) or an error the pipeline translated is raised as ``MCPError``."""
     try:
-        if spec is None or registry.toolset_of_tool(tool_name) not in await toolsets_enabled_async(
-            tenant_id=identity.tenant_id, registry=registry
-        ):
-            raise InvalidInput(f"{UNKNOWN_TOOL}: {tool_name}", data={"tool": tool_name})
-        missing = spec.scopes - identity.scopes
-        if missing:
-            raise InsufficientScope(required=spec.scopes, missing=missing)
-        await rate_limit_mcp(
-            identity=identity, scope=RateLimitScope.TOOL, target=tool_name, expensive=spec.expensive
+        result = await tool_run_within(
+            ctx=ctx, name=tool_name, arguments=arguments, via=f"workflow:{qualified_name}"
         )
-        with audit_notes_apart() as notes:
-            try:
-                result = await context_call_tool(ctx=ctx, name=tool_name, arguments=arguments)
-            except UnexpectedToolError:
-                raise
-            except ToolError as error:
-                # Meant for the caller (or its model) to read and act on, as a direct call's isError.
-                outcome = AuditOutcome.ERROR
-                detail["isError"] = True
-                return False, CommandResponse(response=str(error)[:NOTE_MAX_CHARS])
-        if not isinstance(result, CallToolResult):
-            outcome = AuditOutcome.ERROR
-            detail["isError"] = True
-            return False, CommandResponse(response=NEEDS_INPUT)
-        text = "\n".join(
-            str(getattr(c, "text", "")) for c in result.content if getattr(c, "type", "") == "text"
-        )
-        if result.is_error:
-            outcome = AuditOutcome.ERROR
-            detail["isError"] = True
-        return not result.is_error, CommandResponse(
-            response=text, artifacts=dict(result.structured_content or {})
-        )
-    except (MCPError, GatehouseError) as error:
-        action, outcome = audit_failure(
-            action=action,
-            code=error_code(error),
-            message=error.error.message if isinstance(error, MCPError) else error.message,
-            data=error.error.data if isinstance(error, MCPError) else error.data,
-            scope=RateLimitScope.TOOL,
-            detail=detail,
-        )
+    except MCPError as error:
+        if error.error.code == INVALID_PARAMS and _arguments_refused(error):
+            # Meant for the caller (or its model) to read and correct, as a tool's own error is.
+            return False, CommandResponse(response=error.error.message[:NOTE_MAX_CHARS])
         raise
-    except asyncio.CancelledError:
-        outcome = AuditOutcome.ERROR
-        detail["cancelled"] = True
-        raise
-    except Exception:
-        outcome = AuditOutcome.ERROR
-        detail["code"] = GatehouseError.jsonrpc_code
-        raise
-    finally:
-        if notes:
-            detail["result"] = notes
-        await audit_record_async(
-            audit_entry(
-                action=action,
-                outcome=outcome,
-                identity=identity,
-                session_id=session_id,
-                target=tool_name,
-                duration_ms=round((time.perf_counter() - started) * 1000, 3),
-                detail=detail,
-            )
-        )
+    if not isinstance(result, CallToolResult):
+        return False, CommandResponse(response=NEEDS_INPUT)
+    text = "\n".join(str(getattr(c, "text", "")) for c in result.content if getattr(c, "type", "") == "text")
+    return not result.is_error, CommandResponse(
+        response=text, artifacts=dict(result.structured_content or {})
+    )
+
+
+def _arguments_refused(error: MCPError) -> bool:
+    data = error.error.data
+    return isinstance(data, dict) and "errors" in data

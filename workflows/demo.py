@@ -10,9 +10,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from accounts.models import Tenant
+from mcp_gateway.kernel.registry import default_registry
+from mcp_gateway.kernel.toolset_access import toolset_set_enabled
 from mcp_gateway.models import TenantToolset
-from mcp_gateway.registry import default_registry
-from mcp_gateway.toolset_access import toolset_set_enabled
 from workflows.models import ActionKind, Workflow, WorkflowCommand
 from workflows.services import workflow_import
 

@@ -19,7 +19,7 @@ from typing import Any
 
 from mcp.server.mcpserver import Context
 
-from core.audit import audit_entry, audit_record_async
+from core.audit.trail import audit_entry, audit_record_async
 from core.errors import InsufficientScope, InvalidInput, PermissionDenied, RateLimited
 from core.identity import Identity
 from core.models import AuditAction, AuditOutcome
@@ -28,7 +28,7 @@ from data_agent.query_pool import QuerySource
 from data_agent.query_tool import query_source_for
 from data_agent.sql_gate import sql_gate_check
 from data_agent.sql_parameters import sql_placeholders
-from mcp_gateway.identity import session_id_from_context
+from mcp_gateway.kernel.identity import session_id_from_context
 from workflows import syntax
 from workflows.builtins import builtin_run
 from workflows.catalogue import (
@@ -294,8 +294,6 @@ async def command_run(
             detail["tool"] = action.tool_name
             success, response = await tool_command_run(
                 ctx=ctx,
-                identity=identity,
-                session_id=session_id,
                 tool_name=action.tool_name,
                 arguments=arguments,
                 qualified_name=command.qualified_name,

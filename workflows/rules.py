@@ -15,7 +15,7 @@ from core.errors import InvalidInput
 from core.text_safety import text_unstorable_reason
 from data_agent.models import Ontology
 from data_agent.sql_gate import sql_gate_check
-from mcp_gateway.registry import default_registry
+from mcp_gateway.kernel.registry import default_registry
 from workflows import syntax
 
 NAME_MAX_CHARS = 200

@@ -25,9 +25,9 @@ from conversations.turn_lock import turn_lock_release, turn_lock_take
 from core.db import db_call
 from core.errors import GatehouseError, NotFound, PermissionDenied, Unavailable
 from language_models.selectors import ModelConfig, NoModelConfigured, language_model_for_tenant
-from mcp_gateway.registry import default_registry, tool
-from mcp_gateway.tool_results import tool_result
-from mcp_gateway.toolset_access import toolsets_enabled
+from mcp_gateway.kernel.registry import default_registry, tool
+from mcp_gateway.kernel.tool_results import tool_result
+from mcp_gateway.kernel.toolset_access import toolsets_enabled
 from workflows.catalogue import CommandInfo, commands_visible, workflow_view
 from workflows.scopes import SCOPE_WORKFLOWS_AGENT, SCOPE_WORKFLOWS_READ
 from workflows.turns import LOCK_MARGIN_SECONDS, bound_caller, caller_of

@@ -4,7 +4,7 @@ it on)."""
 
 from __future__ import annotations
 
-from mcp_gateway.registry import Toolset
+from mcp_gateway.kernel.registry import Toolset
 from workflows.prompts import PROMPTS, install
 from workflows.session_tools import (
     activate_conversation,

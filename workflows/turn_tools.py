@@ -19,10 +19,10 @@ from core.errors import InvalidInput
 from core.identity import Identity
 from core.text_safety import text_unstorable_reason
 from language_models.selectors import ModelConfig, NoModelConfigured, language_model_for_tenant
-from mcp_gateway.client_log import client_log
-from mcp_gateway.registry import default_registry, tool
-from mcp_gateway.tool_results import tool_result
-from mcp_gateway.toolset_access import toolsets_enabled
+from mcp_gateway.kernel.registry import default_registry, tool
+from mcp_gateway.kernel.tool_results import tool_result
+from mcp_gateway.kernel.toolset_access import toolsets_enabled
+from mcp_gateway.pipeline.client_log import client_log
 from workflows.agent import AgentStep, agent_run
 from workflows.assistant import AssistantMapping, assistant_map_plain, assistant_map_with_model
 from workflows.execution import CommandRun, ResolvedCommand, command_resolve, command_run

@@ -30,8 +30,8 @@ from conversations.turn_lock import turn_lock_release, turn_lock_take
 from core.db import db_call
 from core.errors import NotFound, Timeout
 from core.identity import Identity
-from mcp_gateway.audit_trail import audit_note
-from mcp_gateway.identity import identity_from_context, session_id_from_context
+from mcp_gateway.kernel.identity import identity_from_context, session_id_from_context
+from mcp_gateway.pipeline.audit_trail import audit_note
 from workflows.catalogue import WorkflowView, workflow_view
 from workflows.outputs import CommandOutput, TraceEvent
 

@@ -2,7 +2,7 @@
 state, its checkpoint, its progress message), however it is written (the jobs worker, a
 cancellation, an expiry, SQL), is announced with ``NOTIFY gatehouse_mcp_task_status`` once it
 commits, so the worker holding a ``subscriptions/listen`` stream that names the task can send
-``notifications/tasks/status`` (``mcp_gateway.task_status``). The payload is ids only: the stream
+``notifications/tasks/status`` (``mcp_gateway.pipeline.task_status_2026_07_28``). The payload is ids only: the stream
 reads the task itself, as its own caller. PostgreSQL only."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """A change to a tenant's toolsets, however it is written (the admin, ``manage.py toolsets``, SQL),
 is announced with ``NOTIFY gatehouse_mcp_list_changed`` once it commits, so every worker can tell
-its ``subscriptions/listen`` streams (``mcp_gateway.list_changes``). PostgreSQL only."""
+its ``subscriptions/listen`` streams (``mcp_gateway.pipeline.list_changes``). PostgreSQL only."""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 its tenant, its client, the caller's live session), however it is written (a revocation, the admin,
 a refresh, SQL), is announced with ``NOTIFY gatehouse_identity_changed`` once it commits, naming
 what changed (``{"kind": "user", "id": 7}``), so every worker forgets what it kept of it
-(``mcp_gateway.identity_cache``). Changes nothing kept can depend on are not announced: a login's
+(``mcp_gateway.kernel.identity_cache``). Changes nothing kept can depend on are not announced: a login's
 ``last_login``, a session's ``last_seen`` touch (moved back, it is announced), an expired token's deletion, an ended session's
 purge. PostgreSQL only."""
 

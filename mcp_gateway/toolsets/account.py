@@ -12,8 +12,8 @@ from accounts.services import DISPLAY_NAME_MAX, user_set_display_name
 from core.db import db_call
 from core.errors import InvalidInput
 from core.text_safety import text_unstorable_reason
-from mcp_gateway.identity import identity_from_context
-from mcp_gateway.registry import Toolset, tool
+from mcp_gateway.kernel.identity import identity_from_context
+from mcp_gateway.kernel.registry import Toolset, tool
 
 
 class UserInfo(BaseModel):

@@ -9,7 +9,7 @@ from django.core.management import CommandError, call_command
 from django.utils import timezone
 
 from accounts.models import Membership, Tenant
-from core.audit_retention import audit_purge
+from core.audit.retention import audit_purge
 from core.models import AuditEvent
 from oauth.models import AccessToken, RefreshToken
 from tests.support.factories import (

@@ -12,7 +12,7 @@ from django.urls import reverse
 
 from accounts.models import User
 from core.admin import LIST_TEXT_MAX_CHARS
-from core.audit_export import AUDIT_CSV_COLUMNS
+from core.audit.export import AUDIT_CSV_COLUMNS
 from core.models import AuditEvent
 from tests.support.admin_support import admin_url, post_action
 from tests.support.factories import ApplicationFactory, AuditEventFactory, UserFactory

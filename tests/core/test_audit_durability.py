@@ -8,11 +8,11 @@ import json
 import pytest
 from django.db import OperationalError
 
-from core import audit_store
-from core.audit import audit_record
-from core.audit_entry import SANITIZED_KEY, AuditEntry, entry_storable
-from core.audit_refusals import audit_refusal_record, audit_refusals_flush
-from core.audit_spool import LOST, REPLAYED, SPOOLED, audit_rows_write, audit_spool_replay, spool_dir
+from core.audit import store as audit_store
+from core.audit.entry import SANITIZED_KEY, AuditEntry, entry_storable
+from core.audit.refusals import audit_refusal_record, audit_refusals_flush
+from core.audit.spool import LOST, REPLAYED, SPOOLED, audit_rows_write, audit_spool_replay, spool_dir
+from core.audit.trail import audit_record
 from core.models import AuditAction, AuditEvent, AuditOutcome
 
 pytestmark = pytest.mark.django_db
@@ -120,7 +120,7 @@ def test_a_replay_with_the_database_still_away_keeps_the_file(monkeypatch, spool
 def test_a_torn_last_line_is_set_aside_and_the_rest_replayed(spool_in_tmp):
     spool_in_tmp.mkdir()
     whole = AuditEntry(action=AuditAction.TOOL_CALLED, target="whole")
-    from core.audit_spool import _as_line
+    from core.audit.spool import _as_line
 
     (spool_in_tmp / "audit-dead-1.jsonl").write_text(_as_line(whole) + '{"action": "tool.ca')
     assert audit_spool_replay() == 1
@@ -179,7 +179,7 @@ def user(db):
 def test_the_replay_command_stores_a_spool_directory_copied_from_elsewhere(tmp_path):
     from django.core.management import call_command
 
-    from core.audit_spool import _as_line
+    from core.audit.spool import _as_line
 
     elsewhere = tmp_path / "from-a-dead-host"
     elsewhere.mkdir()

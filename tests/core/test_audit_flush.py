@@ -14,17 +14,17 @@ import pytest
 from asgiref.sync import sync_to_async
 from mcp.shared.exceptions import MCPError
 
-from core import audit_store
-from core.audit import audit_record_async
-from core.audit_entry import AuditEntry
+from core.audit import store as audit_store
+from core.audit.entry import AuditEntry
+from core.audit.trail import audit_record_async
 from core.db import psycopg_connect_kwargs
 from core.errors import PermissionDenied
 from core.models import AuditAction, AuditEvent, AuditOutcome
-from mcp_gateway.audit_trail import AuditTrail
-from mcp_gateway.identity import request_for_identity
-from mcp_gateway.jsonrpc_errors import as_mcp_error
-from mcp_gateway.registry import default_registry
-from mcp_gateway.stdio import stdio_identity
+from mcp_gateway.kernel.identity import request_for_identity
+from mcp_gateway.kernel.jsonrpc_errors import as_mcp_error
+from mcp_gateway.kernel.registry import default_registry
+from mcp_gateway.pipeline.audit_trail import AuditTrail
+from mcp_gateway.transport.stdio import stdio_identity
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("fresh_hot_path_pool")]
 

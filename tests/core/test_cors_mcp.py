@@ -14,7 +14,7 @@ import pytest
 from config.asgi import application
 from core.cors import CorsAsgiMiddleware, origin_allowed
 from core.models import AuditAction, AuditEvent
-from mcp_gateway.identity_cache import identity_cache
+from mcp_gateway.kernel.identity_cache import identity_cache
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("fresh_hot_path_pool")]
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from mcp_gateway.tokens import _as_datetime
+from oauth.bearer import as_datetime as _as_datetime
 
 
 def test_sqlite_timestamps_are_read_as_aware_utc():

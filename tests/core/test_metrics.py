@@ -14,7 +14,7 @@ from django.utils import timezone
 from prometheus_client import REGISTRY, CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from core.audit_entry import AuditEntry
+from core.audit.entry import AuditEntry
 from core.metrics import METRICS_FORBIDDEN, metrics_access_allowed, metrics_observe, metrics_registry
 from core.models import AuditAction, AuditOutcome
 from mcp_gateway.models import McpSession
@@ -306,7 +306,7 @@ def test_several_worker_processes_are_summed_in_multiprocess_mode(tmp_path, monk
     """Two processes count a tool call each into a shared directory; one scrape shows both."""
     script = (
         "import django; django.setup()\n"
-        "from core.audit_entry import AuditEntry\n"
+        "from core.audit.entry import AuditEntry\n"
         "from core.metrics import metrics_observe\n"
         "metrics_observe(AuditEntry(action='tool.called', target='whoami', tenant_slug='multi',"
         " duration_ms=5.0))\n"

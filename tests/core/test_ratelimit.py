@@ -16,7 +16,7 @@ from accounts.models import Membership
 from core.errors import RateLimited
 from core.identity import Identity
 from core.models import RateLimitRule, RateLimitScope
-from core.ratelimit import AppliedLimit, rate_limit_for, rate_limit_http, rate_limit_mcp
+from core.ratelimit.limits import AppliedLimit, rate_limit_call, rate_limit_for, rate_limit_http
 from tests.support.factories import MembershipFactory
 from tests.support.ratelimit_support import TEST_REDIS_URL
 
@@ -107,7 +107,7 @@ async def calls_allowed(
     allowed = 0
     for _ in range(tries):
         try:
-            await rate_limit_mcp(identity=identity, scope=scope, target=target, expensive=expensive)
+            await rate_limit_call(identity=identity, scope=scope, target=target, expensive=expensive)
         except RateLimited:
             continue
         allowed += 1
@@ -118,7 +118,7 @@ async def refusal_of(
     identity: Identity, *, scope: RateLimitScope = TOOL, target: str = "whoami"
 ) -> RateLimited:
     with pytest.raises(RateLimited) as refused:
-        await rate_limit_mcp(identity=identity, scope=scope, target=target)
+        await rate_limit_call(identity=identity, scope=scope, target=target)
     return refused.value
 
 
@@ -248,7 +248,7 @@ async def test_a_burst_of_concurrent_calls_is_counted_exactly(limits_config, ali
     # More calls at once than the process keeps Redis connections: they queue, none slips through.
     limits_config(tool="100/minute")
     outcomes = await asyncio.gather(
-        *(rate_limit_mcp(identity=alice, scope=TOOL, target="whoami") for _ in range(300)),
+        *(rate_limit_call(identity=alice, scope=TOOL, target="whoami") for _ in range(300)),
         return_exceptions=True,
     )
     assert sum(outcome is None for outcome in outcomes) == 100
@@ -331,7 +331,7 @@ async def test_a_caller_who_waits_as_told_is_let_in(limits_config, alice):
     period, pause = 3, 1.2
     await sync_to_async(add_rule)(scope=TOOL, target="whoami", limit=1, period_seconds=period)
     before_call = time.monotonic()
-    await rate_limit_mcp(identity=alice, scope=TOOL, target="whoami")
+    await rate_limit_call(identity=alice, scope=TOOL, target="whoami")
     after_call = time.monotonic()
     await asyncio.sleep(pause)
     before_refusal = time.monotonic()
@@ -342,7 +342,7 @@ async def test_a_caller_who_waits_as_told_is_let_in(limits_config, alice):
     longest, shortest = after_refusal - before_call, before_refusal - after_call
     assert period - longest <= refusal.retry_after_seconds <= math.ceil(period - shortest) < period
     await asyncio.sleep(refusal.retry_after_seconds)
-    await rate_limit_mcp(identity=alice, scope=TOOL, target="whoami")
+    await rate_limit_call(identity=alice, scope=TOOL, target="whoami")
 
 
 @async_db
@@ -351,7 +351,7 @@ async def test_no_limit_means_no_storage_at_all(limits_config, alice):
     assert await calls_allowed(alice, tries=3) == 3
     limits_config(storage_url=NO_STORAGE_URL, tool="1/minute")
     with pytest.raises(ConfigurationError):
-        await rate_limit_mcp(identity=alice, scope=TOOL, target="whoami")
+        await rate_limit_call(identity=alice, scope=TOOL, target="whoami")
 
 
 # Counting over HTTP.

@@ -6,7 +6,7 @@ import pytest
 from limits import parse
 
 from core.models import RateLimitScope
-from core.ratelimit import AppliedLimit
+from core.ratelimit.limits import AppliedLimit
 from core.throttles import _DESCRIBED_AS
 
 

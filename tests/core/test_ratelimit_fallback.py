@@ -11,11 +11,11 @@ from asgiref.sync import sync_to_async
 from django.db import connections
 from prometheus_client import REGISTRY
 
-from core import ratelimit_fallback
 from core.errors import RateLimited
 from core.models import RateLimitScope
-from core.ratelimit import rate_limit_http, rate_limit_mcp
-from core.ratelimit_fallback import FALLBACK_BEGAN, FALLBACK_ENDED, rate_limit_outage
+from core.ratelimit import fallback as ratelimit_fallback
+from core.ratelimit.fallback import FALLBACK_BEGAN, FALLBACK_ENDED, rate_limit_outage
+from core.ratelimit.limits import rate_limit_call, rate_limit_http
 from tests.support.factories import IdentityFactory
 from tests.support.switchable_redis import SwitchableRedis
 
@@ -65,7 +65,7 @@ def requests_allowed(*, scope: RateLimitScope, key: str, tries: int) -> int:
 
 
 def storage_messages(caplog: pytest.LogCaptureFixture) -> list[str]:
-    return [record.getMessage() for record in caplog.records if record.name == "core.ratelimit"]
+    return [record.getMessage() for record in caplog.records if record.name == "core.ratelimit.limits"]
 
 
 @pytest.mark.django_db
@@ -74,7 +74,7 @@ def test_with_the_store_down_limits_are_counted_per_process_and_the_outage_is_to
 ):
     limits_config(storage_url=DEAD_REDIS_URL, authorize="3/minute", register="1/hour")
     before = fallbacks_counted()
-    with caplog.at_level(logging.INFO, logger="core.ratelimit"):
+    with caplog.at_level(logging.INFO, logger="core.ratelimit.limits"):
         assert requests_allowed(scope=RateLimitScope.AUTHORIZE, key="10.0.0.1", tries=5) == 3
         assert requests_allowed(scope=RateLimitScope.REGISTER, key="10.0.0.1", tries=3) == 1
     [message] = storage_messages(caplog)
@@ -113,7 +113,7 @@ def test_without_a_login_limit_the_fallback_adds_none(limits_config):
 
 @pytest.mark.django_db
 def test_the_shared_count_comes_back_by_itself_when_the_store_answers_again(limits_config, no_pause, caplog):
-    with SwitchableRedis() as redis, caplog.at_level(logging.INFO, logger="core.ratelimit"):
+    with SwitchableRedis() as redis, caplog.at_level(logging.INFO, logger="core.ratelimit.limits"):
         limits_config(storage_url=redis.url, login="5/minute", login_fallback="2/minute")
         assert requests_allowed(scope=LOGIN, key="10.0.0.1|erin", tries=3) == 3
         assert rate_limit_outage() is None
@@ -153,7 +153,7 @@ async def test_mcp_calls_are_counted_per_process_while_the_store_is_down(limits_
     try:
         for _ in range(5):
             try:
-                await rate_limit_mcp(
+                await rate_limit_call(
                     identity=IdentityFactory.build(), scope=RateLimitScope.TOOL, target="whoami"
                 )
             except RateLimited:
@@ -162,7 +162,7 @@ async def test_mcp_calls_are_counted_per_process_while_the_store_is_down(limits_
         # A burst at once is counted exactly in the process too.
         burst = await asyncio.gather(
             *(
-                rate_limit_mcp(identity=IdentityFactory.build(), scope=RateLimitScope.TOOL, target="other")
+                rate_limit_call(identity=IdentityFactory.build(), scope=RateLimitScope.TOOL, target="other")
                 for _ in range(10)
             ),
             return_exceptions=True,

@@ -14,8 +14,8 @@ import redis
 import redis.asyncio
 from limits import RateLimitItem, parse
 
-from core import ratelimit_leases
-from core.ratelimit_leases import AHEAD_SHARE, GIVE_BACK_FAILED, PERIOD_SHARE, LeaseBook
+from core.ratelimit import leases as ratelimit_leases
+from core.ratelimit.leases import AHEAD_SHARE, GIVE_BACK_FAILED, PERIOD_SHARE, LeaseBook
 from tests.support.ratelimit_support import TEST_REDIS_URL
 from tests.support.switchable_redis import SwitchableRedis
 
@@ -71,7 +71,7 @@ def open_book(prefix, clocks, clients):
     """A worker's book (each call: another worker), on the test Redis or another URL."""
 
     def open_(url: str = REDIS_URL, *, size: int = SIZE) -> LeaseBook:
-        # As core.ratelimit's: a bounded pool that a burst queues for (longer waits: a shared machine).
+        # As core.ratelimit.limits's: a bounded pool that a burst queues for (longer waits: a shared machine).
         pool = redis.asyncio.BlockingConnectionPool.from_url(
             url, max_connections=50, timeout=30.0, socket_timeout=5.0, socket_connect_timeout=5.0
         )
@@ -318,7 +318,7 @@ async def test_when_redis_dies_mid_lease_the_leased_slots_are_spent_and_then_eve
 
 async def test_slots_that_cannot_go_back_stay_counted_and_are_told(open_book, prefix, clocks, caplog):
     item = parse("1000/minute")
-    with SwitchableRedis() as proxy, caplog.at_level(logging.WARNING, logger="core.ratelimit"):
+    with SwitchableRedis() as proxy, caplog.at_level(logging.WARNING, logger="core.ratelimit.limits"):
         book = open_book(proxy.url)
         assert await allowed(book, item, tries=2) == 2
         proxy.switch_off()
@@ -327,6 +327,6 @@ async def test_slots_that_cannot_go_back_stay_counted_and_are_told(open_book, pr
     assert book.keys_held == 0
     # The stricter side: counted, never let through uncounted.
     assert counted(prefix, item, at=clocks.wall()) == 1 + SIZE
-    [message] = [record.getMessage() for record in caplog.records if record.name == "core.ratelimit"]
+    [message] = [record.getMessage() for record in caplog.records if record.name == "core.ratelimit.limits"]
     assert message.startswith(GIVE_BACK_FAILED.split("%d")[0])
     assert f"{SIZE - 1} leased" in message

@@ -1,6 +1,6 @@
 """Two worker processes counting one limit in one Redis, through their leases, let no more than the
 limit through between them, lose at most what the documented bound says, and count every call they
-let through (core.ratelimit_leases)."""
+let through (core.ratelimit.leases)."""
 
 from __future__ import annotations
 
@@ -37,7 +37,7 @@ django.setup()
 from core.errors import RateLimited
 from core.identity import Identity
 from core.models import RateLimitScope
-from core.ratelimit import rate_limit_mcp
+from core.ratelimit.limits import rate_limit_call
 
 ALICE = Identity(
     user_id=1, username="alice", tenant_id=1, tenant_slug="acme", tenant_name="Acme", role="admin",
@@ -52,13 +52,13 @@ async def main() -> None:
         nonlocal let_through
         for _ in range({TRIES_PER_WORKER // CONCURRENCY}):
             try:
-                await rate_limit_mcp(identity=ALICE, scope=RateLimitScope.TOOL, target="whoami")
+                await rate_limit_call(identity=ALICE, scope=RateLimitScope.TOOL, target="whoami")
             except RateLimited:
                 continue
             let_through += 1
 
     # Rules read and Redis connected before the start, so both workers count from the first moment.
-    await rate_limit_mcp(identity=ALICE, scope=RateLimitScope.TOOL, target="warm-up")
+    await rate_limit_call(identity=ALICE, scope=RateLimitScope.TOOL, target="warm-up")
     print("ready", flush=True)
     go = Path(sys.argv[1])
     while not go.exists():

@@ -137,7 +137,7 @@ def test_an_answer_lays_out_narrative_chart_lineage_and_caveats_in_order():
 
 
 def test_a_note_outside_an_audited_call_is_dropped():
-    from mcp_gateway.audit_trail import _notes, audit_note
+    from mcp_gateway.pipeline.audit_trail import _notes, audit_note
 
     # No call in progress: nothing to attach it to, no error, and nothing kept for a later call.
     outside = contextvars.copy_context()

@@ -511,7 +511,7 @@ async def _close_async_orm_connections():
 
 @pytest.fixture
 async def resolve_here(server):
-    """For a test that resolves the server's tokens in this process (``mcp_gateway.tokens``): the
+    """For a test that resolves the server's tokens in this process (``mcp_gateway.transport.bearer``): the
     server's resource URLs, and the hot-path pool closed afterwards, as it belongs to this test's
     event loop and holds connections to the test database."""
     from core.db import _pool

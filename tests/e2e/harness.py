@@ -147,7 +147,7 @@ class DaphneServer:
             # by another test earlier in the minute would hold it back. The counting has its own
             # server (tests/e2e/audit/test_audit_no_call_missing.py).
             "AUDIT_REFUSAL_WINDOW_SECONDS": "0",
-            # Audit rows the database cannot take wait here (core.audit_spool), not in the checkout.
+            # Audit rows the database cannot take wait here (core.audit.spool), not in the checkout.
             "AUDIT_SPOOL_DIR": str(log_path.parent / "audit-spool"),
             **(extra_env or {}),
         }

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from core.models import AuditAction
-from mcp_gateway.response_stream import FIRST_PING_SECONDS
+from mcp_gateway.transport.response_stream import FIRST_PING_SECONDS
 
 TENANT = "acme"
 # Limited for this scenario by an operator's rule (the admin's Rate limit rules), per person and

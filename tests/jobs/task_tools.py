@@ -22,7 +22,7 @@ from mcp_types import (
 from pydantic import Field
 
 from accounts.scopes import SCOPE_READ, SCOPE_WRITE
-from mcp_gateway.registry import Toolset, tool
+from mcp_gateway.kernel.registry import Toolset, tool
 
 TOOLSET_MODULE = "tests.jobs.task_tools"
 SOFT_ERROR = "The tool says no."

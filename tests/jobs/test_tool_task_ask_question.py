@@ -13,8 +13,8 @@ import pytest
 from data_agent.ask_tool import CLARIFY_INPUT
 from jobs.models import Job
 from jobs.tool_tasks import tool_task_get, tool_task_update
-from mcp_gateway.registry import default_registry
-from mcp_gateway.toolset_access import toolset_set_enabled
+from mcp_gateway.kernel.registry import default_registry
+from mcp_gateway.kernel.toolset_access import toolset_set_enabled
 from tests.jobs.tool_task_support import identity_of, run_and_get, start, task_tools  # noqa: F401
 from tests.support.factories import DatasetFactory, LanguageModelFactory, OntologyFactory
 

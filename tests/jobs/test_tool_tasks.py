@@ -32,7 +32,7 @@ from jobs.tool_tasks import (
     tool_task_update,
     tool_tasks_expire,
 )
-from mcp_gateway.tool_tasks import ToolTask, tool_task_runner
+from mcp_gateway.kernel.tool_tasks_2026_07_28 import ToolTask, tool_task_runner
 from tests.jobs.support import steps_run
 from tests.jobs.task_tools import CRASH_DETAIL, SOFT_ERROR
 from tests.jobs.tool_task_support import identity_of, run_and_get, start, task_tools  # noqa: F401

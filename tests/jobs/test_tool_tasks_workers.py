@@ -16,7 +16,7 @@ from django_tasks_db.models import DBTaskResult
 
 from jobs.models import Job
 from jobs.tool_tasks import tool_task_cancel, tool_task_get, tool_task_update
-from mcp_gateway.tool_tasks import ToolTask
+from mcp_gateway.kernel.tool_tasks_2026_07_28 import ToolTask
 from tests.jobs.tool_task_support import TOOL_TASK_TEST_QUEUE, identity_of, start, task_tools  # noqa: F401
 from tests.jobs.worker_process import JobsWorkerProcess, wait_until
 

@@ -14,12 +14,12 @@ from accounts.models import Membership
 from accounts.scopes import scopes_for_role
 from core.identity import Identity
 from jobs import step_loop as step_loop_module
-from jobs import tool_call
 from jobs.step_loop import step_loop_run, step_loop_stop
 from jobs.tool_tasks import tool_task_get, tool_task_start
-from mcp_gateway import toolset_access
-from mcp_gateway.registry import default_registry
-from mcp_gateway.tool_tasks import ToolTask
+from mcp_gateway.kernel import toolset_access
+from mcp_gateway.kernel.registry import default_registry
+from mcp_gateway.kernel.tool_tasks_2026_07_28 import ToolTask
+from mcp_gateway.pipeline import tool_runs as tool_call
 from tests.jobs.support import steps_run
 from tests.jobs.task_tools import TOOLSET_MODULE
 

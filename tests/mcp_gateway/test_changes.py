@@ -1,4 +1,4 @@
-"""The change log (``mcp_gateway.changes``), what the data agent logs of an ontology's edits, the
+"""The change log (``mcp_gateway.kernel.changes``), what the data agent logs of an ontology's edits, the
 session's resource subscriptions, and a standalone stream refused cleanly when the log cannot be
 read."""
 
@@ -16,24 +16,24 @@ from django.utils import timezone
 from core.errors import InvalidInput
 from core.models import AuditAction, AuditEvent, AuditOutcome
 from data_agent.resources import DATASET_URI, LIST_URI, ONTOLOGY_URI
-from mcp_gateway import standalone_stream
-from mcp_gateway.changes import (
+from mcp_gateway.kernel.changes import (
     REPLAY_MAX,
     change_log_latest,
     change_log_purge,
     change_log_since,
     change_record,
 )
-from mcp_gateway.list_changes import ListChanges
+from mcp_gateway.kernel.registry import default_registry
+from mcp_gateway.kernel.sessions import LiveSession
 from mcp_gateway.models import ChangeEvent, ChangeKind, ResourceSubscription
-from mcp_gateway.registry import default_registry
-from mcp_gateway.resource_subscriptions import (
+from mcp_gateway.pipeline.list_changes import ListChanges
+from mcp_gateway.pipeline.resource_subscriptions import (
     MAX_SUBSCRIPTIONS_PER_SESSION,
     resource_subscribe,
     resource_subscribers,
     resource_unsubscribe,
 )
-from mcp_gateway.sessions import LiveSession
+from mcp_gateway.transport import standalone_stream
 from tests.support.factories import DatasetFactory, IdentityFactory, McpSessionFactory, OntologyFactory
 
 pytestmark = pytest.mark.django_db

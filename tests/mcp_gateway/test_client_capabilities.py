@@ -12,8 +12,8 @@ import pytest
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.shared.exceptions import MCPError
 
-from mcp_gateway.client_log import request_log_level
-from mcp_gateway.client_requests import (
+from mcp_gateway.pipeline.client_log import request_log_level
+from mcp_gateway.pipeline.client_requests import (
     NO_ELICITATION,
     NO_SAMPLING,
     client_elicit,

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from mcp_gateway.client_log import client_wants
+from mcp_gateway.pipeline.client_log import client_wants
 
 
 @pytest.mark.parametrize(

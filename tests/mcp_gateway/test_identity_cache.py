@@ -1,4 +1,4 @@
-"""``mcp_gateway.identity_cache``: kept answers are bounded (time, the token's expiry, size), served
+"""``mcp_gateway.kernel.identity_cache``: kept answers are bounded (time, the token's expiry, size), served
 only while the worker's ``LISTEN`` connection is up, forgotten by what they depend on, never kept
 from a query that raced a change; and the triggers that announce every such change (PostgreSQL)."""
 
@@ -20,11 +20,13 @@ from accounts.models import Membership, Role, Tenant, User
 from core import db, querycount
 from core.db import psycopg_connect_kwargs
 from core.errors import AuthenticationFailed
-from mcp_gateway.identity_cache import CHANNEL, IdentityCache, identity_cache
+from mcp_gateway.kernel.identity_cache import CHANNEL, IdentityCache, identity_cache
 from mcp_gateway.models import McpSession
-from mcp_gateway.tokens import TOKEN_NOT_MEMBER, TOKEN_UNKNOWN, identity_from_bearer
+from mcp_gateway.transport.bearer import identity_from_bearer
+from oauth.bearer import TOKEN_NOT_MEMBER, TOKEN_UNKNOWN
 from oauth.models import AccessToken
 from tests.support.factories import AccessTokenFactory, ApplicationFactory, MembershipFactory
+from tests.support.identity_cache_support import identity_cache_stop
 
 LATER = timezone.now() + timedelta(days=1)
 TAGS = frozenset({("token", 1), ("user", 2)})
@@ -45,20 +47,11 @@ async def _listening(cache: IdentityCache) -> IdentityCache:
     return cache
 
 
-async def _stop(cache: IdentityCache) -> None:
-    task, cache._task = cache._task, None
-    if task is not None:
-        task.cancel()
-        await asyncio.gather(task, return_exceptions=True)
-    cache._pgconn, cache._off = None, False
-    cache.clear()
-
-
 @pytest.fixture
 async def cache(transactional_db) -> AsyncIterator[IdentityCache]:
     cache = IdentityCache(max_entries=3)
     yield await _listening(cache)
-    await _stop(cache)
+    await identity_cache_stop(cache)
 
 
 @pytest.fixture
@@ -67,7 +60,7 @@ async def shared_cache(transactional_db, settings) -> AsyncIterator[IdentityCach
     settings.GATEHOUSE = {**settings.GATEHOUSE, "GATEHOUSE_COUNT_QUERIES": True}
     await _close_hot_path_pool()
     yield await _listening(identity_cache)
-    await _stop(identity_cache)
+    await identity_cache_stop(identity_cache)
     await _close_hot_path_pool()
     await sync_to_async(connections.close_all)()
 

@@ -1,4 +1,4 @@
-"""``mcp_gateway.list_changes``: which lists a toolset change changes, that a change reaches only
+"""``mcp_gateway.pipeline.list_changes``: which lists a toolset change changes, that a change reaches only
 its tenant's streams, that malformed notifications are dropped, and the database trigger that
 announces every change to a tenant's toolsets (PostgreSQL)."""
 
@@ -18,10 +18,10 @@ from mcp.server.subscriptions import (
 )
 
 from core.db import psycopg_connect_kwargs
-from mcp_gateway.list_changes import ALL_EVENTS, CHANNEL, ListChanges, _Tenant
+from mcp_gateway.kernel.registry import default_registry
+from mcp_gateway.kernel.toolset_access import toolsets_enabled, toolsets_enabled_cached
 from mcp_gateway.models import ChangeEvent, TenantToolset
-from mcp_gateway.registry import default_registry
-from mcp_gateway.toolset_access import toolsets_enabled, toolsets_enabled_cached
+from mcp_gateway.pipeline.list_changes import ALL_EVENTS, CHANNEL, ListChanges, _Tenant
 from tests.support.factories import TenantFactory
 
 
@@ -154,7 +154,7 @@ def test_the_database_announces_each_change_to_a_tenants_toolsets():
 async def test_on_sqlite_a_logged_change_reaches_the_streams_of_its_tenant():
     """One process and no NOTIFY: ``changes`` hands a committed change to this process's hubs,
     from whatever thread wrote it."""
-    from mcp_gateway.changes import Change, local_listeners
+    from mcp_gateway.kernel.changes import Change, local_listeners
 
     hub = ListChanges(registry=default_registry(), postgres=False)
     try:

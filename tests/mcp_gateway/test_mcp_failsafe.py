@@ -1,5 +1,5 @@
 """Whatever escapes the MCP endpoint's layers is answered as JSON-RPC and audited as a server error,
-never with the server's HTML page (``mcp_gateway.asgi.failsafe``)."""
+never with the server's HTML page (``mcp_gateway.transport.failsafe``)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from django.db import DatabaseError
 
 from core.models import AuditAction, AuditEvent, AuditOutcome
 from core.request_context import RequestContextMiddleware
-from mcp_gateway.asgi.failsafe import McpFailsafe
+from mcp_gateway.transport.failsafe import McpFailsafe
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("fresh_hot_path_pool")]
 

@@ -15,12 +15,12 @@ from django.db import connection
 
 from accounts.scopes import scopes_for_role
 from accounts.selectors import NO_TENANT, NO_USER
-from core.audit import audit_entry
+from core.audit.trail import audit_entry
 from core.errors import AuthenticationFailed, NotFound, PermissionDenied
 from core.models import AuditAction
-from mcp_gateway.identity import identity_from_request, request_for_identity
+from mcp_gateway.kernel.identity import identity_from_request, request_for_identity
 from mcp_gateway.management.commands.mcp_stdio import REFUSED_EXIT_CODE
-from mcp_gateway.stdio import (
+from mcp_gateway.transport.stdio import (
     NOT_MEMBER,
     SCOPES_NOT_HELD,
     STDIO_CLIENT_ID,

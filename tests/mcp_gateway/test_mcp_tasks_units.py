@@ -1,5 +1,5 @@
 """MCP tasks without a server: the job-to-task mapping (``research.tasks``), the protocol's ``Task``
-on the wire (``mcp_gateway.tasks``) and which tools the registry runs as tasks."""
+on the wire (``mcp_gateway.kernel.tasks_2025_11_25``) and which tools the registry runs as tasks."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from mcp_types import CallToolResult, GetTaskResult, ListToolsResult, Tool, Tool
 from mcp_types.methods import SPEC_CLIENT_METHODS, serialize_server_result
 
 from jobs.models import Job, JobState
-from mcp_gateway.registry import Registry, Toolset, tool
-from mcp_gateway.tasks import TaskState
+from mcp_gateway.kernel.registry import Registry, Toolset, tool
+from mcp_gateway.kernel.tasks_2025_11_25 import TaskState
 from research.tasks import LiteratureTasks, literature_tasks, task_result, task_state
 
 NOW = datetime(2026, 11, 27, 12, 0, tzinfo=UTC)

@@ -7,8 +7,8 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import ErrorData
 
 from core.identity import Identity
-from mcp_gateway.relay import LocalRelay
-from mcp_gateway.step_up import step_up_challenge
+from mcp_gateway.transport.relay import LocalRelay
+from mcp_gateway.transport.step_up import step_up_challenge
 from tests.support.factories import IdentityFactory
 
 

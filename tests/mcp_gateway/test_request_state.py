@@ -7,8 +7,8 @@ from types import SimpleNamespace
 from mcp.server.request_state import AESGCMRequestStateCodec
 
 from core.identity import Identity
-from mcp_gateway.asgi.scope_keys import IDENTITY_KEY
-from mcp_gateway.request_state import _principal, request_state_security
+from mcp_gateway.kernel.request_state import _principal, request_state_security
+from mcp_gateway.kernel.scope_keys import IDENTITY_KEY
 from tests.support.factories import IdentityFactory
 
 

@@ -7,8 +7,8 @@ from accounts.models import Role
 from accounts.scopes import SCOPE_READ, SCOPE_WRITE, RoleScopesBackend, scopes_for_role, scopes_granted
 from data_agent.scopes import SCOPE_DATA_AGENT_WRITE, SCOPE_ONTOLOGIES_READ
 from llm_gateway.scopes import SCOPE_LLM_INVOKE
-from mcp_gateway.rbac import missing_scopes
-from mcp_gateway.registry import Registry, Toolset, registry_load, resource_prefix, tool
+from mcp_gateway.kernel.rbac import missing_scopes
+from mcp_gateway.kernel.registry import Registry, Toolset, registry_load, resource_prefix, tool
 from workflows.scopes import SCOPE_WORKFLOWS_AGENT, SCOPE_WORKFLOWS_READ, SCOPE_WORKFLOWS_RUN
 
 

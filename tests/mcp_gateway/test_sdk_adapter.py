@@ -7,9 +7,9 @@ from mcp.server.mcpserver.exceptions import ResourceNotFoundError
 from mcp.shared.exceptions import MCPError
 from mcp_types.jsonrpc import INTERNAL_ERROR
 
-from mcp_gateway.endpoint import server_build
-from mcp_gateway.registry import registry_load
-from mcp_gateway.sdk import server_resource_finder
+from mcp_gateway.kernel.registry import registry_load
+from mcp_gateway.kernel.sdk import server_resource_finder
+from mcp_gateway.pipeline.server import server_build
 
 # What the SDK does with a read of each URI here, with no caller: reads it (a resource that needs
 # none), finds it and runs its handler, which refuses for want of a caller (Gatehouse's resources
@@ -36,7 +36,7 @@ NOT_FOUND = "not found"
     ],
 )
 async def test_it_finds_the_resources_the_sdk_would_read(uri, sdk_outcome):
-    registry = registry_load(module_paths=["data_agent.toolset", "mcp_gateway.toolsets.conformance"])
+    registry = registry_load(module_paths=["data_agent.toolset", "conformance_fixtures.toolset"])
     server = server_build(registry=registry)
     finds = await server_resource_finder(server=server)
 

@@ -1,4 +1,4 @@
-"""The tasks extension of 2026-07-28 (``mcp_gateway.task_extension``) against an in-memory runner:
+"""The tasks extension of 2026-07-28 (``mcp_gateway.pipeline.tasks_2026_07_28``) against an in-memory runner:
 the wire shapes, the gating on the extension declared per request, the errors, hostile input."""
 
 from __future__ import annotations
@@ -17,21 +17,22 @@ from mcp.shared.exceptions import MCPError
 from accounts.scopes import SCOPE_READ, SCOPE_WRITE
 from core.errors import GatehouseError, NotFound
 from core.identity import Identity
-from mcp_gateway import task_extension, tool_tasks
-from mcp_gateway.asgi.scope_keys import IDENTITY_KEY
-from mcp_gateway.registry import Registry, Toolset, tool
-from mcp_gateway.task_extension import (
-    TaskExtensionGate,
-    task_escalation_register,
-    tool_task_escalate,
-)
-from mcp_gateway.task_wire import create_task_result, detailed_task
-from mcp_gateway.tool_tasks import (
+from mcp_gateway.kernel import tool_tasks_2026_07_28 as tool_tasks
+from mcp_gateway.kernel.registry import Registry, Toolset, tool
+from mcp_gateway.kernel.scope_keys import IDENTITY_KEY
+from mcp_gateway.kernel.task_wire_2026_07_28 import create_task_result, detailed_task
+from mcp_gateway.kernel.tool_tasks_2026_07_28 import (
     TASKS_EXTENSION,
     TOOL_TASK_SCOPE_KEY,
     ToolTask,
     tool_task_runner,
     tool_task_runner_register,
+)
+from mcp_gateway.pipeline import tasks_2026_07_28 as task_extension
+from mcp_gateway.pipeline.tasks_2026_07_28 import (
+    TaskExtensionGate,
+    task_escalation_register,
+    tool_task_escalate,
 )
 from tests.support.factories import IdentityFactory
 

@@ -1,5 +1,5 @@
-"""``mcp_gateway.task_status``: screening a listen filter's ``taskIds``, waking only the streams of
-the task's own person and tenant, dropping malformed notifications, and the jobs table's trigger
+"""``mcp_gateway.pipeline.task_status_2026_07_28``: screening a listen filter's ``taskIds``, waking only the
+streams of the task's own person and tenant, dropping malformed notifications, and the jobs table's trigger
 that announces a tool task's visible changes (PostgreSQL)."""
 
 from __future__ import annotations
@@ -17,10 +17,10 @@ from mcp_types import SubscriptionFilter, SubscriptionsListenRequestParams
 from core.db import psycopg_connect_kwargs
 from core.identity import Identity
 from jobs.models import Job, JobState
-from mcp_gateway import list_changes
-from mcp_gateway.list_changes import ListChanges
-from mcp_gateway.registry import default_registry
-from mcp_gateway.task_status import (
+from mcp_gateway.kernel.registry import default_registry
+from mcp_gateway.pipeline import list_changes
+from mcp_gateway.pipeline.list_changes import ListChanges
+from mcp_gateway.pipeline.task_status_2026_07_28 import (
     MAX_TASK_IDS,
     TASK_CHANNEL,
     TaskStatusChanged,

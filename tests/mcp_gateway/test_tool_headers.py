@@ -1,4 +1,4 @@
-"""Arguments a toolset mirrors into ``Mcp-Param-*`` headers (``mcp_gateway.tool_headers``): what the
+"""Arguments a toolset mirrors into ``Mcp-Param-*`` headers (``mcp_gateway.kernel.tool_headers``): what the
 tool publishes, what the server refuses when it is built, and how the SDK's transport judges a
 request's headers against its body with the schema Gatehouse publishes (the conformance fixtures')."""
 
@@ -16,10 +16,10 @@ from starlette.requests import Request
 
 from accounts.scopes import SCOPE_READ
 from core.errors import HeaderMismatch
-from mcp_gateway.endpoint import server_build
-from mcp_gateway.registry import Registry, Toolset, registry_load, tool
-from mcp_gateway.sdk import server_lowlevel
-from mcp_gateway.tool_headers import mcp_header, param_headers_check
+from mcp_gateway.kernel.registry import Registry, Toolset, registry_load, tool
+from mcp_gateway.kernel.sdk import server_lowlevel
+from mcp_gateway.kernel.tool_headers import mcp_header, param_headers_check
+from mcp_gateway.pipeline.server import server_build
 
 
 @tool(name="route", description="Routes on its arguments.", scopes=[SCOPE_READ])
@@ -133,7 +133,7 @@ MATCHING = {"mcp-param-region": "us-west1", "mcp-param-priority": "3"}
 )
 async def test_headers_that_agree_with_the_body_pass(arguments, headers):
     schema = await _schema(
-        registry_load(module_paths=["mcp_gateway.toolsets.conformance"]), "test_custom_headers"
+        registry_load(module_paths=["conformance_fixtures.toolset"]), "test_custom_headers"
     )
 
     assert validate_mcp_param_headers(schema, arguments, headers) is None
@@ -158,7 +158,7 @@ async def test_headers_that_agree_with_the_body_pass(arguments, headers):
 )
 async def test_headers_that_do_not_agree_with_the_body_are_a_header_mismatch(arguments, headers):
     schema = await _schema(
-        registry_load(module_paths=["mcp_gateway.toolsets.conformance"]), "test_custom_headers"
+        registry_load(module_paths=["conformance_fixtures.toolset"]), "test_custom_headers"
     )
 
     refusal = validate_mcp_param_headers(schema, arguments, headers)

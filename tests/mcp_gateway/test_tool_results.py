@@ -11,9 +11,9 @@ from jsonschema import Draft202012Validator
 
 from core.conf import gatehouse_settings
 from data_agent.executor import json_cell
-from mcp_gateway.endpoint import server_build
-from mcp_gateway.registry import registry_load
-from mcp_gateway.tool_results import ROWS_LEFT_OUT, TEXT_CUT, structured_text, tool_result
+from mcp_gateway.kernel.registry import registry_load
+from mcp_gateway.kernel.tool_results import ROWS_LEFT_OUT, TEXT_CUT, structured_text, tool_result
+from mcp_gateway.pipeline.server import server_build
 
 # Keywords whose value is one schema, a list of schemas, or a map of names to schemas.
 ONE_SCHEMA = ("items", "additionalItems", "contains", "not", "if", "then", "else", "propertyNames")

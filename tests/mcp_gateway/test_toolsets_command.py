@@ -3,9 +3,9 @@ from __future__ import annotations
 import pytest
 from django.core.management import CommandError, call_command
 
+from mcp_gateway.kernel.registry import default_registry
+from mcp_gateway.kernel.toolset_access import toolsets_enabled
 from mcp_gateway.models import TenantToolset
-from mcp_gateway.registry import default_registry
-from mcp_gateway.toolset_access import toolsets_enabled
 
 pytestmark = pytest.mark.django_db
 

@@ -17,13 +17,13 @@ from django.utils import timezone
 from core.errors import NotFound
 from core.identity import Identity
 from core.models import AuditAction, AuditEvent
+from mcp_gateway.kernel.sessions import session_new_id, session_open
 from mcp_gateway.models import (
     CLIENT_NAME_MAX_LENGTH,
     CLIENT_VERSION_MAX_LENGTH,
     McpSession,
     TerminationReason,
 )
-from mcp_gateway.sessions import session_new_id, session_open
 from portal.connected import NO_SESSION, session_end_all_for_user, session_end_for_user
 from portal.views import NO_SESSION_TO_END, SESSIONS_ENDED
 from tests.support.factories import ApplicationFactory, McpSessionFactory, MembershipFactory

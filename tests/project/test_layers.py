@@ -15,6 +15,7 @@ Shown failing once by hand, with ``from accounts.models import Tenant`` appended
 
 from __future__ import annotations
 
+import ast
 import os
 import shutil
 import subprocess
@@ -47,7 +48,7 @@ def _lint(cwd: Path) -> subprocess.CompletedProcess[str]:
 def test_the_apps_import_downward_only():
     result = _lint(BASE_DIR)
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "1 kept, 0 broken" in result.stdout
+    assert f"{len(_contract()['contracts'])} kept, 0 broken" in result.stdout
 
 
 def test_every_app_stands_in_a_layer():
@@ -73,3 +74,24 @@ def test_an_upward_import_breaks_the_contract(tmp_path):
     assert result.returncode != 0
     assert "core is not allowed to import accounts" in result.stdout
     assert "core.errors -> accounts.models" in result.stdout
+
+
+def test_every_app_says_what_it_owns_and_may_import_in_two_lines():
+    lengths = {}
+    for app in _contract()["root_packages"]:
+        doc = ast.get_docstring(ast.parse((BASE_DIR / app / "__init__.py").read_text()))
+        lengths[app] = len(doc.splitlines()) if doc else 0
+    assert {app: n for app, n in lengths.items() if n != 2} == {}
+
+
+def test_the_kernel_importing_the_transport_breaks_the_endpoints_contract(tmp_path):
+    for package in _contract()["root_packages"]:
+        shutil.copytree(BASE_DIR / package, tmp_path / package, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(BASE_DIR / "pyproject.toml", tmp_path / "pyproject.toml")
+    with (tmp_path / "mcp_gateway" / "kernel" / "registry.py").open("a") as registry:
+        registry.write("\nfrom mcp_gateway.transport.endpoint import mcp_app_build  # noqa: E402\n")
+
+    result = _lint(tmp_path)
+
+    assert result.returncode != 0
+    assert "mcp_gateway.kernel is not allowed to import mcp_gateway.transport" in result.stdout

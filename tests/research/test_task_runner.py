@@ -13,9 +13,9 @@ from accounts.scopes import SCOPE_READ
 from core.errors import InsufficientScope, InvalidInput, NotFound
 from jobs.models import Job, JobDecision, JobState
 from jobs.tool_tasks import JobToolTaskRunner, tool_task_get, tool_task_start
-from mcp_gateway.registry import default_registry
-from mcp_gateway.tool_tasks import tool_task_runner, tool_task_runners
-from mcp_gateway.toolset_access import toolset_set_enabled
+from mcp_gateway.kernel.registry import default_registry
+from mcp_gateway.kernel.tool_tasks_2026_07_28 import tool_task_runner, tool_task_runners
+from mcp_gateway.kernel.toolset_access import toolset_set_enabled
 from research.bibtex import library_import_bibtex
 from research.services import search_start
 from research.task_runner import (

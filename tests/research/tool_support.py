@@ -1,5 +1,5 @@
 """Calling the research tools in this process, through the SDK server Gatehouse builds
-(``mcp_gateway.endpoint.server_build``): its argument validation, the guarded handler (time limit,
+(``mcp_gateway.pipeline.server.server_build``): its argument validation, the guarded handler (time limit,
 error translation) and its result conversion against the output schema, as for a client's call.
 
 The request the tools read their caller from carries an ``Identity`` in its ASGI scope, as
@@ -22,9 +22,9 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp_types import CallToolResult
 
 from core.identity import Identity
-from mcp_gateway.asgi.scope_keys import IDENTITY_KEY
-from mcp_gateway.endpoint import server_build
-from mcp_gateway.registry import default_registry
+from mcp_gateway.kernel.registry import default_registry
+from mcp_gateway.kernel.scope_keys import IDENTITY_KEY
+from mcp_gateway.pipeline.server import server_build
 from research.models import LibraryPaper
 from research.records import title_normalize
 from tests.jobs.support import steps_run

@@ -1,7 +1,7 @@
 """Rate-limit state between tests: each test starts as a freshly started process would.
 
-Reaches into the private module state of ``core.ratelimit`` (the rule cache),
-``core.ratelimit_storage`` (the per-process storages) and ``core.ratelimit_fallback`` (the outage of
+Reaches into the private module state of ``core.ratelimit.limits`` (the rule cache),
+``core.ratelimit.storage`` (the per-process storages) and ``core.ratelimit.fallback`` (the outage of
 the shared storage) on purpose: the product never forgets them while it runs, so it offers no way
 to, and this is kept out of it. A change to that state must be mirrored here.
 """
@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import os
 
-from core import ratelimit, ratelimit_fallback, ratelimit_storage
 from core.metrics import RATE_LIMIT_FALLBACK_ACTIVE
+from core.ratelimit import fallback as ratelimit_fallback
+from core.ratelimit import limits as ratelimit
+from core.ratelimit import storage as ratelimit_storage
 
 
 def rate_limit_reset_for_tests() -> None:

@@ -9,7 +9,7 @@ from mcp.server.mcpserver import Context
 
 from accounts.scopes import SCOPE_READ
 from core.errors import NotFound, NotReady
-from mcp_gateway.registry import Toolset, tool
+from mcp_gateway.kernel.registry import Toolset, tool
 
 SECRET_DETAIL = "password=hunter2 at /srv/gatehouse/secrets.py:42"
 

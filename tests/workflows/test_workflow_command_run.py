@@ -11,15 +11,17 @@ from typing import Any
 
 import pytest
 from asgiref.sync import sync_to_async
+from mcp.server.context import ServerRequestContext
 from mcp.server.mcpserver import Context
+from mcp.shared.exceptions import MCPError
 
 from accounts.models import User
 from core.errors import InsufficientScope, RateLimited, Unavailable
 from core.models import AuditEvent, RateLimitScope
 from data_agent.sample import FIRST_ORDER_DATE
-from mcp_gateway.asgi.scope_keys import IDENTITY_KEY, SESSION_KEY
-from mcp_gateway.endpoint import server_build
-from mcp_gateway.registry import default_registry
+from mcp_gateway.kernel.registry import default_registry
+from mcp_gateway.kernel.scope_keys import IDENTITY_KEY, SESSION_KEY
+from mcp_gateway.pipeline.server import server_build
 from tests.support.factories import MembershipFactory, RateLimitRuleFactory, UserFactory
 from tests.support.workflow_support import EVERY_KIND, identity_for, sample_with_workflow
 from workflows.execution import command_resolve, command_run
@@ -56,8 +58,17 @@ def server():
 def context_for(server, identity) -> Context:
     """A tool's Context as the SDK builds it, around a request carrying the caller's identity."""
     request = SimpleNamespace(scope={IDENTITY_KEY: identity, SESSION_KEY: SimpleNamespace(id=SESSION)})
-    # Only ``request`` is read on this path (identity, session); the rest is the SDK's transport.
-    request_context: Any = SimpleNamespace(request=request)
+    # The request (identity, session) and its id are what the pipeline reads on this path; there is
+    # no client connection behind it (a tool asking the client something would fail).
+    request_context: Any = ServerRequestContext(
+        session=None,  # type: ignore[arg-type]
+        lifespan_context=None,
+        protocol_version="2025-11-25",
+        method="tools/call",
+        params={},
+        request_id=1,
+        request=request,
+    )
     return Context(request_context=request_context, mcp_server=server)
 
 
@@ -186,13 +197,16 @@ async def test_arguments_the_tool_refuses_are_a_failed_command_not_an_error(serv
     assert command.detail["success"] is False
     [tool] = await events("tool.called")
     assert tool.outcome == "error"
-    assert tool.detail["isError"] is True
+    # Refused by the pipeline's argument check before the tool ran, as a client's own call is.
+    assert tool.detail["code"] == -32602
 
 
 async def test_a_refused_tool_is_audited_twice_and_raised(server, viewer, demo):
     without_read = dataclasses.replace(viewer, scopes=viewer.scopes - {"mcp:read"})
-    with pytest.raises(InsufficientScope):
+    # The pipeline's refusal, in the JSON-RPC terms a client's own call of the tool gets.
+    with pytest.raises(MCPError) as refused:
         await run(server, demo, "customers/WhoAmI", runner=without_read)
+    assert refused.value.error.code == InsufficientScope.jsonrpc_code
     [command] = await events("workflow.command")
     assert command.outcome == "denied"
     assert command.detail["code"] == -32001
@@ -207,8 +221,9 @@ def whoami_refused(db):
 
 
 async def test_a_tool_command_spends_the_tools_own_rate_limit(server, demo, whoami_refused):
-    with pytest.raises(RateLimited):
+    with pytest.raises(MCPError) as refused:
         await run(server, demo, "customers/WhoAmI")
+    assert refused.value.error.code == RateLimited.jsonrpc_code
     [command] = await events("workflow.command")
     assert command.outcome == "denied"
     assert command.detail["code"] == -32029

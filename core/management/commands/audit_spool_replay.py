@@ -13,7 +13,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from core.audit_spool import audit_spool_pending, audit_spool_replay, spool_dir
+from core.audit.spool import audit_spool_pending, audit_spool_replay, spool_dir
 
 
 class Command(BaseCommand):

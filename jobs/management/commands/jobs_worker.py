@@ -41,11 +41,10 @@ from jobs.tool_tasks import EXPIRE_INTERVAL_SECONDS, tool_tasks_expire
 logger = logging.getLogger("jobs.worker")
 
 RESTART_DELAY_MAX_SECONDS = 10.0
-# How long an idle worker sleeps between looks at the queue: db_worker's 1 s default was most of
-# every step's wait (a search_papers or decide answered in about 1.04 s against 0.28 s at 0.2 s; the
-# tools read the job row every 0.25 s, so a shorter sleep gains nothing: benchmarks/job_latency.py,
-# docs/benchmarks.md). The price is one indexed SELECT ... FOR UPDATE SKIP LOCKED per interval per
-# idle worker: 5 a second.
+# How long an idle worker sleeps between looks at the queue: db_worker's default of a second would
+# be most of every step's wait, and the tools read the job row every 0.25 s, so a shorter sleep gains
+# nothing (benchmarks/job_latency.py, docs/benchmarks.md). The price is one indexed SELECT ... FOR
+# UPDATE SKIP LOCKED per interval per idle worker: 5 a second.
 POLL_INTERVAL_SECONDS = 0.2
 
 

@@ -1,5 +1,5 @@
 """``manage.py mcp_stdio --user U --tenant T``: one person's MCP session over stdin and stdout, for a
-desktop client that starts a local process (``mcp_gateway.stdio``; docs/stdio.md).
+desktop client that starts a local process (``mcp_gateway.transport.stdio``; docs/stdio.md).
 
 Stdout carries protocol only, from the moment the command starts (``core.stdio_wire``): Django's
 own output (system checks, errors) and every log line go to stderr. A refusal (no such user or
@@ -17,7 +17,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from core.errors import GatehouseError
 from core.stdio_wire import stdout_reserve
-from mcp_gateway.stdio import stdio_identity_for_start, stdio_serve
+from mcp_gateway.transport.stdio import stdio_identity_for_start, stdio_serve
 
 REFUSED_EXIT_CODE = 2
 

@@ -4,7 +4,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandParser
 
-from mcp_gateway.retention import retention_purge
+from mcp_gateway.kernel.retention import retention_purge
 
 
 class Command(BaseCommand):

@@ -5,8 +5,8 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from accounts.models import Tenant
-from mcp_gateway.registry import default_registry
-from mcp_gateway.toolset_access import toolset_set_enabled, toolsets_enabled
+from mcp_gateway.kernel.registry import default_registry
+from mcp_gateway.kernel.toolset_access import toolset_set_enabled, toolsets_enabled
 
 
 class Command(BaseCommand):

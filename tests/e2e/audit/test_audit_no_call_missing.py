@@ -20,7 +20,7 @@ from asgiref.sync import sync_to_async
 from django.core.management import call_command
 from django.db import connection
 
-from core.audit_entry import SANITIZED_KEY
+from core.audit.entry import SANITIZED_KEY
 from core.models import AuditAction, AuditEvent, RateLimitScope
 from data_agent.models import Ontology
 from data_agent.sample import ONTOLOGY_NAME

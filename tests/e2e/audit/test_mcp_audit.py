@@ -7,7 +7,7 @@ import json
 import pytest
 from mcp.shared.exceptions import MCPError
 
-from core.audit import REDACTED
+from core.audit.trail import REDACTED
 from core.models import AuditAction, AuditEvent, AuditOutcome
 from tests.e2e.harness import Person, sdk_client
 from tests.e2e.oauth_driver import minted_sdk_client

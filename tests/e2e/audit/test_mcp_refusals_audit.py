@@ -12,7 +12,7 @@ import pytest
 from django.utils import timezone
 
 from core.models import AuditAction, AuditEvent, AuditOutcome
-from mcp_gateway.tokens import TOKEN_EXPIRED, TOKEN_UNKNOWN, TOKEN_WRONG_RESOURCE
+from oauth.bearer import TOKEN_EXPIRED, TOKEN_UNKNOWN, TOKEN_WRONG_RESOURCE
 from tests.e2e.raw_mcp import MCP_HEADERS, RawMcp, initialize_body
 from tests.e2e.stamping import audit_events
 from tests.support.factories import AccessTokenFactory, MembershipFactory

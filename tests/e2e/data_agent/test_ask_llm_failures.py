@@ -3,7 +3,7 @@ client against Daphne. The failures are litellm's own exceptions, raised by lite
 ``mock_response`` (the script file named by ``LLM_MOCK_RESPONSES_FILE``: the session's gateway
 server's, which each test writes first), and a key missing from a server that runs without a
 script. Each reaches the client as a JSON-RPC error, as every ``GatehouseError`` a tool raises does
-(``mcp_gateway/jsonrpc_errors.py``), with its own message, code and ``data.reason``."""
+(``mcp_gateway/kernel/jsonrpc_errors.py``), with its own message, code and ``data.reason``."""
 
 from __future__ import annotations
 

@@ -14,7 +14,7 @@ from data_agent.executor import json_safe
 from data_agent.models import Ontology
 from data_agent.sample import ONTOLOGY_NAME
 from data_agent.selectors import data_source_url
-from mcp_gateway.tool_results import TEXT_JSON_MAX_BYTES
+from mcp_gateway.kernel.tool_results import TEXT_JSON_MAX_BYTES
 from tests.e2e.harness import RESEARCH_TOOLS, Person
 from tests.e2e.oauth_driver import minted_sdk_client
 from tests.e2e.stamping import StampingTransport, audit_events

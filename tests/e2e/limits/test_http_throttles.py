@@ -111,7 +111,7 @@ async def test_the_third_sign_in_attempt_for_one_account_from_one_address_is_ref
     assert event.username == person.username
     assert event.ip == address
     assert event.target == "/accounts/login/"
-    # The first refusal of the minute, written at once (later ones are counted: core.audit_refusals).
+    # The first refusal of the minute, written at once (later ones are counted: core.audit.refusals).
     assert event.detail == {"scope": "login", "retryAfterSeconds": seconds, "count": 1}
 
 
@@ -177,7 +177,7 @@ async def test_the_third_authorization_request_from_one_address_is_refused_with_
     assert event.ip == address
     assert event.application is not None
     assert event.application.client_id == event.client_id == client_id
-    # The first refusal of the minute, written at once (later ones are counted: core.audit_refusals).
+    # The first refusal of the minute, written at once (later ones are counted: core.audit.refusals).
     assert event.detail == {"scope": "authorize", "retryAfterSeconds": seconds, "count": 1}
 
     # A person's browser is shown a page rather than JSON.
@@ -208,7 +208,7 @@ async def test_the_third_registration_from_one_address_is_refused_with_a_retry_t
 
     event = await _refusal_event(refused.request.headers["x-request-id"])
     assert event.ip == address
-    # The first refusal of the minute, written at once (later ones are counted: core.audit_refusals).
+    # The first refusal of the minute, written at once (later ones are counted: core.audit.refusals).
     assert event.detail == {"scope": "register", "retryAfterSeconds": seconds, "count": 1}
     assert (
         await AuditEvent.objects.filter(

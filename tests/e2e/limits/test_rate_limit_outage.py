@@ -15,8 +15,8 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from core.ratelimit_fallback import FALLBACK_BEGAN
-from core.ratelimit_processes import SEVERAL_PROCESSES
+from core.ratelimit.fallback import FALLBACK_BEGAN
+from core.ratelimit.processes import SEVERAL_PROCESSES
 from tests.e2e.conftest import _serve
 from tests.e2e.harness import DaphneServer, parse_form
 from tests.support.factories import DEFAULT_PASSWORD, UserFactory

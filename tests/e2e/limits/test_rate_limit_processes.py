@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from core.ratelimit_processes import SEVERAL_PROCESSES
+from core.ratelimit.processes import SEVERAL_PROCESSES
 from tests.e2e.harness import DaphneServer
 
 pytestmark = pytest.mark.django_db

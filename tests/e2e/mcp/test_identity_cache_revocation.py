@@ -1,4 +1,4 @@
-"""A worker that keeps what a token resolved to (``mcp_gateway.identity_cache``) still refuses the
+"""A worker that keeps what a token resolved to (``mcp_gateway.kernel.identity_cache``) still refuses the
 very next request after a revocation, membership or role change, deactivation or ended session
 committed anywhere, and trusts nothing it kept once its notification connection is lost.
 
@@ -17,8 +17,8 @@ from asgiref.sync import sync_to_async
 
 from accounts.models import Membership, Role, User
 from core.db import psycopg_connect_kwargs
-from mcp_gateway.identity_cache import CAUGHT_UP, CHANNEL
-from mcp_gateway.tokens import TOKEN_NOT_MEMBER, TOKEN_UNKNOWN, TOKEN_USER_INACTIVE
+from mcp_gateway.kernel.identity_cache import CAUGHT_UP, CHANNEL
+from oauth.bearer import TOKEN_NOT_MEMBER, TOKEN_UNKNOWN, TOKEN_USER_INACTIVE
 from tests.e2e.conftest import SERVER_DB_APPLICATION, _serve
 from tests.e2e.harness import DaphneServer, Person
 from tests.e2e.oauth_driver import OAuthDriver

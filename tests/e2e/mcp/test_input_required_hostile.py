@@ -1,8 +1,8 @@
 """Hostile answers and states on protocol 2026-07-28's multi-round-trip calls, as raw HTTP: every
 one gets the endpoint's JSON-RPC answer (an error, or the question asked again), never a 500.
 
-The state's checks are the SDK's, under Gatehouse's key (``mcp_gateway.request_state``); what is
-tested here is that they hold behind Gatehouse's layers, and that ``mcp_gateway.input_required``
+The state's checks are the SDK's, under Gatehouse's key (``mcp_gateway.kernel.request_state``); what is
+tested here is that they hold behind Gatehouse's layers, and that ``mcp_gateway.pipeline.input_required``
 asks again rather than trusting an answer that is not what was asked.
 """
 
@@ -16,8 +16,8 @@ import httpx
 import pytest
 from mcp.server.request_state import _principal_claim, _request_identity, compact_json
 
-from mcp_gateway.input_required import INVALID_STATE
-from mcp_gateway.request_state import request_state_security
+from mcp_gateway.kernel.request_state import request_state_security
+from mcp_gateway.pipeline.input_required import INVALID_STATE
 from tests.e2e.harness import E2E_SECRET_KEY
 from tests.e2e.raw_mcp import RawMcp, sse_messages
 from tests.support.factories import AccessTokenFactory, MembershipFactory

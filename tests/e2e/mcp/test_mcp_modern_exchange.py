@@ -1,7 +1,7 @@
-"""2026-07-28 POSTs served straight on the SDK's kernel (``mcp_gateway.modern_exchange``) keep the
-SDK transport's rules at the HTTP level: a notification is 202, what is not one request is refused
-with its HTTP status, the answer is plain JSON until the handler has something to stream, and a
-client that leaves cancels the call it made."""
+"""2026-07-28 POSTs served straight on the SDK's kernel (``mcp_gateway.transport.exchange_2026_07_28``) keep
+the SDK transport's rules at the HTTP level: a notification is 202, what is not one request is refused with
+its HTTP status, the answer is plain JSON until the handler has something to stream, and a client that
+leaves cancels the call it made."""
 
 from __future__ import annotations
 

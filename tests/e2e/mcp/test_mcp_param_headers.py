@@ -3,7 +3,7 @@ disagree with its body, or carry what no header should, is refused with -32020 a
 endpoint's JSON-RPC shape, never a 500), and the official client's own mirrored headers pass.
 
 The fixtures are the conformance toolset's ``test_custom_headers`` tools; the checking is the SDK
-transport's, for every toolset's annotated arguments (``mcp_gateway.tool_headers``)."""
+transport's, for every toolset's annotated arguments (``mcp_gateway.kernel.tool_headers``)."""
 
 from __future__ import annotations
 

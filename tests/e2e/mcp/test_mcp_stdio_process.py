@@ -20,10 +20,10 @@ from mcp.shared.exceptions import MCPError
 from accounts.models import Membership, Role, Tenant, User
 from accounts.selectors import NO_TENANT, NO_USER
 from core.models import AuditAction, AuditEvent, AuditOutcome
-from mcp_gateway.asgi.envelope import BODY_TOO_LARGE, MAX_BODY_BYTES
-from mcp_gateway.guard import UNKNOWN_TOOL, UNPAIRED_SURROGATE
 from mcp_gateway.management.commands.mcp_stdio import REFUSED_EXIT_CODE
-from mcp_gateway.stdio import (
+from mcp_gateway.pipeline.guard import UNKNOWN_TOOL, UNPAIRED_SURROGATE
+from mcp_gateway.transport.envelope import BODY_TOO_LARGE, MAX_BODY_BYTES
+from mcp_gateway.transport.stdio import (
     NOT_JSON,
     NOT_JSON_RPC,
     NOT_MEMBER,

@@ -20,7 +20,7 @@ from mcp_types import (
 from pydantic import FileUrl
 
 from core.models import AuditAction, AuditOutcome
-from mcp_gateway.input_required import INVALID_STATE
+from mcp_gateway.pipeline.input_required import INVALID_STATE
 from tests.e2e.harness import Person, sdk_client
 from tests.e2e.stamping import StampingTransport, audit_events
 
@@ -170,7 +170,7 @@ async def test_the_sdk_client_answers_round_after_round_with_the_sealed_state(se
 
 
 async def test_on_a_handshake_era_session_the_same_tools_ask_mid_call(server, conformance_on):
-    # mcp_gateway.input_required asks over the session's back-channel there: one call, no state.
+    # mcp_gateway.pipeline.input_required asks over the session's back-channel there: one call, no state.
     asked: list[str] = []
 
     async def answer(context, params: ElicitRequestParams) -> ElicitResult:

@@ -8,7 +8,7 @@ import pytest
 from accounts.models import Tenant
 from core.models import AuditAction, AuditEvent
 from mcp_gateway.models import McpSession, TerminationReason
-from mcp_gateway.tokens import TOKEN_TENANT_INACTIVE
+from oauth.bearer import TOKEN_TENANT_INACTIVE
 from tests.e2e.conftest import _in_own_thread
 from tests.e2e.raw_mcp import RawMcp
 from tests.support.factories import AccessTokenFactory, MembershipFactory

@@ -7,8 +7,9 @@ import httpx
 import pytest
 
 from core.errors import AuthenticationFailed
-from mcp_gateway.tokens import TOKEN_WRONG_RESOURCE, identity_from_api_bearer, identity_from_bearer
+from mcp_gateway.transport.bearer import identity_from_bearer
 from oauth.authorize import ONE_RESOURCE_ONLY
+from oauth.bearer import TOKEN_WRONG_RESOURCE, identity_from_api_bearer
 from tests.e2e.harness import Browser, Person, redirect_params
 from tests.e2e.oauth_driver import pkce_pair
 from tests.e2e.raw_mcp import MCP_HEADERS, initialize_body

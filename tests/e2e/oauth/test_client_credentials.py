@@ -14,13 +14,8 @@ from accounts.models import Membership, Role, Tenant, User
 from accounts.scopes import scopes_for_role
 from core.errors import AuthenticationFailed
 from core.models import AuditAction, AuditEvent, AuditOutcome
-from mcp_gateway.tokens import (
-    TOKEN_NOT_MEMBER,
-    TOKEN_UNKNOWN,
-    TOKEN_WRONG_RESOURCE,
-    identity_from_api_bearer,
-    identity_from_bearer,
-)
+from mcp_gateway.transport.bearer import identity_from_bearer
+from oauth.bearer import TOKEN_NOT_MEMBER, TOKEN_UNKNOWN, TOKEN_WRONG_RESOURCE, identity_from_api_bearer
 from oauth.models import ServiceClient
 from oauth.resource import API_SCOPES
 from oauth.service_clients import service_client_create, service_client_delete

@@ -354,7 +354,7 @@ async def test_the_sdk_client_reaches_tasks_get_but_cannot_call_a_tool_as_a_task
     async with sdk_client(server, Person("alice"), mode="2026-07-28") as (client, _):
         with pytest.raises(MCPError) as refused:
             await client.session.send_request(get, GetTaskResult)
-        # On 2026-07-28 tasks/get is the tasks extension's (mcp_gateway.task_extension), offered to
+        # On 2026-07-28 tasks/get is the tasks extension's (mcp_gateway.pipeline.tasks_2026_07_28), offered to
         # acme (ask_question runs as a task): the 2025-11-25 request carries neither the Mcp-Name
         # header the extension requires (-32020) nor the extension's declaration (-32021), and a
         # research job is not a tool task either way.

@@ -13,7 +13,7 @@ from mcp_types import INVALID_PARAMS
 
 from accounts.models import Tenant
 from core.models import AuditAction, AuditOutcome
-from mcp_gateway.guard import INVALID_ARGUMENTS
+from mcp_gateway.pipeline.guard import INVALID_ARGUMENTS
 from tests.e2e.harness import GLOBEX_DEMO_TOOLS, Person
 from tests.e2e.oauth_driver import minted_sdk_client, minted_token
 from tests.e2e.raw_mcp import RawMcp, sse_messages

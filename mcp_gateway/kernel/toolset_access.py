@@ -1,0 +1,69 @@
+"""Which toolsets a tenant has enabled.
+
+Read on every MCP request, so it is cached per process for a few seconds: an operator's change
+takes effect within ``MCP_TOOLSET_CACHE_SECONDS`` everywhere, without a query on the hot path (at
+once on a worker with open ``subscriptions/listen`` streams, which hears of it: ``list_changes``).
+"""
+
+from __future__ import annotations
+
+import time
+
+from accounts.models import Tenant
+from core.conf import gatehouse_settings
+from core.db import db_call
+from mcp_gateway.kernel.registry import Registry
+from mcp_gateway.models import TenantToolset
+
+_cache: dict[int, tuple[float, frozenset[str]]] = {}
+
+
+def toolsets_enabled_cached(*, tenant_id: int) -> frozenset[str] | None:
+    """The cached answer, without touching the database (safe on the event loop)."""
+    cached = _cache.get(tenant_id)
+    if cached is not None and cached[0] > time.monotonic():
+        return cached[1]
+    return None
+
+
+def toolsets_cache_forget(*, tenant_id: int) -> None:
+    """Drop this process's cached answer for ``tenant_id`` (``list_changes`` heard it changed)."""
+    _cache.pop(tenant_id, None)
+
+
+async def toolsets_enabled_async(*, tenant_id: int, registry: Registry) -> frozenset[str]:
+    """``toolsets_enabled`` from the event loop: the cached answer without a thread hop when there
+    is one, else the query on Django's worker thread."""
+    cached = toolsets_enabled_cached(tenant_id=tenant_id)
+    if cached is not None:
+        return cached
+    return await db_call(toolsets_enabled, tenant_id=tenant_id, registry=registry)
+
+
+def toolsets_enabled(*, tenant_id: int, registry: Registry) -> frozenset[str]:
+    cached = toolsets_enabled_cached(tenant_id=tenant_id)
+    if cached is not None:
+        return cached
+    now = time.monotonic()
+    enabled = set(registry.default_enabled())
+    for name, on in TenantToolset.objects.filter(tenant_id=tenant_id).values_list("toolset", "enabled"):
+        if registry.toolset(name) is None:
+            continue
+        if on:
+            enabled.add(name)
+        else:
+            enabled.discard(name)
+    result = frozenset(enabled)
+    _cache[tenant_id] = (now + gatehouse_settings.MCP_TOOLSET_CACHE_SECONDS, result)
+    return result
+
+
+def toolset_set_enabled(*, tenant: Tenant, toolset: str, enabled: bool, registry: Registry) -> TenantToolset:
+    if registry.toolset(toolset) is None:
+        known = ", ".join(sorted(t.name for t in registry.toolsets))
+        raise ValueError(f"Unknown toolset {toolset!r}. This deployment serves: {known}.")
+    row, _ = TenantToolset.objects.update_or_create(
+        tenant=tenant, toolset=toolset, defaults={"enabled": enabled}
+    )
+    _cache.pop(tenant.pk, None)
+    return row

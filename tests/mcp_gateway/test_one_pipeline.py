@@ -1,0 +1,155 @@
+"""One pipeline: a refusal added once, to the request guard, refuses a tool however it is run: a
+client's own call over HTTP, a workflow command, a tool task's step. None of those callers is
+touched by the test, and each refusal leaves its audit row."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import Any
+
+import httpx
+import pytest
+from asgiref.sync import sync_to_async
+from django.conf import settings
+from mcp.server.context import ServerRequestContext
+from mcp.server.mcpserver import Context
+from mcp.shared.exceptions import MCPError
+
+from config.asgi import application
+from core.errors import PermissionDenied
+from core.identity import Identity
+from core.models import AuditEvent
+from mcp_gateway.kernel.identity_cache import identity_cache
+from mcp_gateway.kernel.registry import default_registry
+from mcp_gateway.kernel.scope_keys import IDENTITY_KEY
+from mcp_gateway.pipeline.guard import RequestGuard
+from mcp_gateway.pipeline.server import server_build
+from mcp_gateway.pipeline.tool_runs import tool_call_run
+from tests.support.factories import AccessTokenFactory, MembershipFactory, UserFactory
+from tests.support.identity_cache_support import identity_cache_stop
+from tests.support.workflow_support import identity_for, sample_with_workflow
+from workflows.execution import command_resolve, command_run
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("fresh_hot_path_pool")]
+
+POLICY = "whoami is switched off by a policy of the pipeline."
+MODERN = "2026-07-28"
+META = {
+    "io.modelcontextprotocol/protocolVersion": MODERN,
+    "io.modelcontextprotocol/clientInfo": {"name": "policy-test", "version": "1"},
+    "io.modelcontextprotocol/clientCapabilities": {},
+}
+
+
+@pytest.fixture
+def whoami_refused(monkeypatch):
+    """The new policy, added in one place: the guard's check of every tool call."""
+    check = RequestGuard._check_call
+
+    async def with_policy(self: RequestGuard, params: dict[str, Any], *args: Any, **kwargs: Any) -> Any:
+        if params.get("name") == "whoami":
+            raise PermissionDenied(POLICY)
+        return await check(self, params, *args, **kwargs)
+
+    monkeypatch.setattr(RequestGuard, "_check_call", with_policy)
+
+
+@pytest.fixture
+def member(tenant):
+    sample_with_workflow(tenant)
+    return MembershipFactory(user=UserFactory(username="ada"), tenant=tenant, role="admin")
+
+
+def _denied() -> list[AuditEvent]:
+    return list(AuditEvent.objects.filter(action="permission.denied", target="whoami"))
+
+
+async def _denied_rows() -> list[AuditEvent]:
+    return await sync_to_async(_denied)()
+
+
+@pytest.fixture
+async def in_process_endpoint():
+    """The deployed ASGI application, in this process: its identity cache starts listening on this
+    test's loop with the first request, and stops with the test."""
+    yield application
+    await identity_cache_stop(identity_cache)
+
+
+async def test_a_clients_own_call_over_http_is_refused(whoami_refused, member, in_process_endpoint):
+    token = await sync_to_async(AccessTokenFactory)(
+        membership=member, scope="mcp:read mcp:write", resource=[settings.MCP_RESOURCE_URL]
+    )
+    body = {
+        "jsonrpc": "2.0",
+        "id": 7,
+        "method": "tools/call",
+        "params": {"name": "whoami", "arguments": {}, "_meta": META},
+    }
+    headers = {
+        "accept": "application/json, text/event-stream",
+        "authorization": f"Bearer {token.token}",
+        "mcp-protocol-version": MODERN,
+        "mcp-method": "tools/call",
+        "mcp-name": "whoami",
+    }
+    async with httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=in_process_endpoint), base_url=settings.PUBLIC_URL
+    ) as client:
+        response = await client.post(settings.MCP_PATH, json=body, headers=headers)
+    assert response.json()["error"] == {"code": PermissionDenied.jsonrpc_code, "message": POLICY}
+    [row] = await _denied_rows()
+    assert "via" not in row.detail
+
+
+def _context(identity: Identity) -> Context:
+    request = SimpleNamespace(scope={IDENTITY_KEY: identity})
+    request_context: Any = ServerRequestContext(
+        session=None,  # type: ignore[arg-type]
+        lifespan_context=None,
+        protocol_version="2025-11-25",
+        method="tools/call",
+        params={},
+        request_id=1,
+        request=request,
+    )
+    return Context(request_context=request_context, mcp_server=server_build(registry=default_registry()))
+
+
+async def test_a_workflow_command_running_the_tool_is_refused(whoami_refused, member):
+    identity = await sync_to_async(identity_for)(member)
+    resolved = await sync_to_async(command_resolve)(
+        text="customers/WhoAmI",
+        tenant_id=identity.tenant_id,
+        context="catalogue",
+        granted=identity.scopes,
+        enabled_toolsets=frozenset({"account", "data_agent"}),
+    )
+    with pytest.raises(MCPError) as refused:
+        await command_run(
+            resolved=resolved, ctx=_context(identity), identity=identity, context="catalogue", via="test"
+        )
+    assert (refused.value.error.code, refused.value.error.message) == (PermissionDenied.jsonrpc_code, POLICY)
+    [row] = await _denied_rows()
+    assert row.detail["via"] == "workflow:customers/WhoAmI"
+
+
+async def test_a_tool_tasks_step_is_refused(whoami_refused, member):
+    identity = await sync_to_async(identity_for)(member)
+    answer = await tool_call_run(
+        identity=identity, task_id="policy", tool="whoami", arguments={}, client_capabilities={}
+    )
+    assert answer.result is None
+    assert answer.error == {"code": PermissionDenied.jsonrpc_code, "message": POLICY}
+    [row] = await _denied_rows()
+    assert row.detail["code"] == PermissionDenied.jsonrpc_code
+
+
+async def test_without_the_policy_each_way_runs_the_tool(member):
+    identity = await sync_to_async(identity_for)(member)
+    answer = await tool_call_run(
+        identity=identity, task_id="plain", tool="whoami", arguments={}, client_capabilities={}
+    )
+    assert answer.error is None
+    assert answer.result is not None
+    assert answer.result["structuredContent"]["user"]["username"] == "ada"
