@@ -4,29 +4,25 @@ touched by the test, and each refusal leaves its audit row."""
 
 from __future__ import annotations
 
-from types import SimpleNamespace
 from typing import Any
 
 import httpx
 import pytest
 from asgiref.sync import sync_to_async
 from django.conf import settings
-from mcp.server.context import ServerRequestContext
-from mcp.server.mcpserver import Context
 from mcp.shared.exceptions import MCPError
 
 from config.asgi import application
 from core.errors import PermissionDenied
-from core.identity import Identity
 from core.models import AuditEvent
 from mcp_gateway.kernel.identity_cache import identity_cache
 from mcp_gateway.kernel.registry import default_registry
-from mcp_gateway.kernel.scope_keys import IDENTITY_KEY
 from mcp_gateway.pipeline.guard import RequestGuard
 from mcp_gateway.pipeline.server import server_build
 from mcp_gateway.pipeline.tool_runs import tool_call_run
 from tests.support.factories import AccessTokenFactory, MembershipFactory, UserFactory
 from tests.support.identity_cache_support import identity_cache_stop
+from tests.support.tool_context import tool_context
 from tests.support.workflow_support import identity_for, sample_with_workflow
 from workflows.execution import command_resolve, command_run
 
@@ -102,20 +98,6 @@ async def test_a_clients_own_call_over_http_is_refused(whoami_refused, member, i
     assert "via" not in row.detail
 
 
-def _context(identity: Identity) -> Context:
-    request = SimpleNamespace(scope={IDENTITY_KEY: identity})
-    request_context: Any = ServerRequestContext(
-        session=None,  # type: ignore[arg-type]
-        lifespan_context=None,
-        protocol_version="2025-11-25",
-        method="tools/call",
-        params={},
-        request_id=1,
-        request=request,
-    )
-    return Context(request_context=request_context, mcp_server=server_build(registry=default_registry()))
-
-
 async def test_a_workflow_command_running_the_tool_is_refused(whoami_refused, member):
     identity = await sync_to_async(identity_for)(member)
     resolved = await sync_to_async(command_resolve)(
@@ -127,7 +109,11 @@ async def test_a_workflow_command_running_the_tool_is_refused(whoami_refused, me
     )
     with pytest.raises(MCPError) as refused:
         await command_run(
-            resolved=resolved, ctx=_context(identity), identity=identity, context="catalogue", via="test"
+            resolved=resolved,
+            ctx=tool_context(server=server_build(registry=default_registry()), identity=identity),
+            identity=identity,
+            context="catalogue",
+            via="test",
         )
     assert (refused.value.error.code, refused.value.error.message) == (PermissionDenied.jsonrpc_code, POLICY)
     [row] = await _denied_rows()

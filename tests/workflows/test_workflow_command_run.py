@@ -6,12 +6,9 @@ from __future__ import annotations
 
 import dataclasses
 from datetime import timedelta
-from types import SimpleNamespace
-from typing import Any
 
 import pytest
 from asgiref.sync import sync_to_async
-from mcp.server.context import ServerRequestContext
 from mcp.server.mcpserver import Context
 from mcp.shared.exceptions import MCPError
 
@@ -20,9 +17,9 @@ from core.errors import InsufficientScope, RateLimited, Unavailable
 from core.models import AuditEvent, RateLimitScope
 from data_agent.sample import FIRST_ORDER_DATE
 from mcp_gateway.kernel.registry import default_registry
-from mcp_gateway.kernel.scope_keys import IDENTITY_KEY, SESSION_KEY
 from mcp_gateway.pipeline.server import server_build
 from tests.support.factories import MembershipFactory, RateLimitRuleFactory, UserFactory
+from tests.support.tool_context import tool_context
 from tests.support.workflow_support import EVERY_KIND, identity_for, sample_with_workflow
 from workflows.execution import command_resolve, command_run
 
@@ -56,20 +53,7 @@ def server():
 
 
 def context_for(server, identity) -> Context:
-    """A tool's Context as the SDK builds it, around a request carrying the caller's identity."""
-    request = SimpleNamespace(scope={IDENTITY_KEY: identity, SESSION_KEY: SimpleNamespace(id=SESSION)})
-    # The request (identity, session) and its id are what the pipeline reads on this path; there is
-    # no client connection behind it (a tool asking the client something would fail).
-    request_context: Any = ServerRequestContext(
-        session=None,  # type: ignore[arg-type]
-        lifespan_context=None,
-        protocol_version="2025-11-25",
-        method="tools/call",
-        params={},
-        request_id=1,
-        request=request,
-    )
-    return Context(request_context=request_context, mcp_server=server)
+    return tool_context(server=server, identity=identity, session_id=SESSION)
 
 
 async def run(server, identity, text, *, context="catalogue", runner=None, via="execute_command"):
