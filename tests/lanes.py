@@ -12,7 +12,7 @@ ended, their logs are printed one after the other, then each pytest lane's 25 sl
 closing line, and last one line that adds the lanes up: ``lanes: N passed, M failed``. The exit
 status is 1 if any lane failed.
 
-    python -m tests.lanes            # static, in-process, end-to-end and fresh clone (make test)
+    python -m tests.lanes            # static, in-process and end-to-end (make test)
     python -m tests.lanes --check    # static and in-process only (make check)
 """
 
@@ -33,7 +33,6 @@ VENV_BIN = Path(sys.executable).parent
 DEFAULT_DATABASE_URL = "postgres://postgres@127.0.0.1:5432/gatehouse"
 DEFAULT_REDIS = "redis://127.0.0.1:6379"
 MAX_CHECK_WORKERS = 4
-FRESH_CLONE_TESTS = "tests/fresh_clone"
 # pytest's closing line: "=== 12 failed, 3790 passed, 2 errors in 812.40s (0:13:32) ==="
 _SUMMARY = re.compile(r"^=+ (?P<body>.*\d+ (?:passed|failed|error|errors|skipped|deselected).*) in [\d.]+s")
 _COUNT = re.compile(r"(\d+) (passed|failed|errors?|skipped|xfailed|xpassed|deselected)")
@@ -100,29 +99,17 @@ def lanes_plan(*, check_only: bool, pytest_args: list[str]) -> list[Lane]:
     )
     lanes = [static, in_process]
     if not check_only:
-        # The fresh clone's tests wait on pip and on a newcomer's make run (a few minutes, little
-        # CPU) and share nothing with the other end-to-end tests: a lane of their own takes them off
-        # the end-to-end lane, the longest.
-        lanes += [
+        lanes.append(
             Lane(
                 name="e2e",
-                commands=[_pytest("e2e", ["--ignore", FRESH_CLONE_TESTS, *pytest_args])],
+                commands=[_pytest("e2e", pytest_args)],
                 env={
                     "DATABASE_URL": _lane_database_url(database_url, "e2e"),
                     "TEST_REDIS_URL": f"{DEFAULT_REDIS}/2",
                 },
                 pytest=True,
-            ),
-            Lane(
-                name="fresh-clone",
-                commands=[_pytest("e2e", [FRESH_CLONE_TESTS, *pytest_args])],
-                env={
-                    "DATABASE_URL": _lane_database_url(database_url, "freshclone"),
-                    "TEST_REDIS_URL": f"{DEFAULT_REDIS}/3",
-                },
-                pytest=True,
-            ),
-        ]
+            )
+        )
     return lanes
 
 
