@@ -1,5 +1,5 @@
 """Where an MCP handler finds its caller: the ASGI scope of its request, the one place an identity
-travels (``asgi.auth`` puts it there, ``asgi.sessions`` narrows it to the session's scopes).
+travels (``transport.auth`` puts it there, ``transport.sessions`` narrows it to the session's scopes).
 
 Tool handlers and resource templates take a ``ctx: Context`` and call ``identity_from_context``;
 the guard, the audit trail and request-state sealing call ``identity_from_request``. The SDK gives a
@@ -28,7 +28,7 @@ from mcp_gateway.kernel.scope_keys import IDENTITY_KEY, SESSION_KEY
 @dataclass(frozen=True, slots=True)
 class ScopedRequest:
     """What a transport with no HTTP request (stdio) hands the SDK as each request's
-    ``request_context``: just a scope, carrying the same keys ``asgi.auth`` puts in an HTTP one, so
+    ``request_context``: just a scope, carrying the same keys ``transport.auth`` puts in an HTTP one, so
     every reader above (guard, audit trail, handlers) finds the caller the one way."""
 
     scope: dict[str, Any] = field(default_factory=dict)

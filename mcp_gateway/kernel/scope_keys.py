@@ -6,16 +6,17 @@ reader imports a key without importing the layer that happens to write it.
 
 from __future__ import annotations
 
-# The caller's ``core.identity.Identity``. Written by ``asgi.auth``; narrowed by ``transport.sessions`` to
-# the scopes the session opened with. Read through ``identity.identity_from_request`` (guard, audit
-# trail, handlers, request-state sealing) and by ``endpoint.EraRouter`` for step-up challenges.
+# The caller's ``core.identity.Identity``. Written by ``transport.auth``; narrowed by
+# ``transport.sessions`` to the scopes the session opened with. Read through
+# ``identity.identity_from_request`` (guard, audit trail, handlers, request-state sealing) and by
+# ``transport.endpoint.EraRouter`` for step-up challenges.
 IDENTITY_KEY = "gatehouse.identity"
 
 # The ``sessions.LiveSession`` the request's ``Mcp-Session-Id`` names, as the authenticating query
-# found it, or None. Written by ``asgi.auth``; read by ``transport.sessions``, which decides its fate.
+# found it, or None. Written by ``transport.auth``; read by ``transport.sessions``, which decides its fate.
 LIVE_SESSION_KEY = "gatehouse.live_session"
 
-# The POST body's JSON-RPC message, parsed once. Written by ``asgi.envelope``; read by
+# The POST body's JSON-RPC message, parsed once. Written by ``transport.envelope``; read by
 # ``transport.sessions`` and ``transport.exchange_handshake_era``.
 MESSAGE_KEY = "gatehouse.message"
 

@@ -40,7 +40,7 @@ class McpAuthMiddleware:
 
     The resolved Identity goes into the ASGI scope (read per request by tool handlers, so nothing
     leaks between concurrent requests), with the live session the request names, if any
-    (``asgi.sessions`` decides what to do with it).
+    (``transport.sessions`` decides what to do with it).
     """
 
     def __init__(self, app: ASGIApp) -> None:

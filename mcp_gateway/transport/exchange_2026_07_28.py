@@ -13,7 +13,7 @@ Content-Type and Accept checks, ``202`` for a notification at a served version, 
 ladder (``classify_inbound_request``: envelope, routing headers, version), the ``Mcp-Param-*``
 headers against the called tool's input schema, errors mapped by ``modern_error_data`` and sent
 with the status of ``ERROR_CODE_HTTP_STATUS`` while the answer is still plain JSON. The body was
-parsed once already (``asgi.envelope``), which also answers what is not JSON-RPC at all.
+parsed once already (``transport.envelope``), which also answers what is not JSON-RPC at all.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 The SDK's streamable HTTP transports keep a session in one process's memory; its stateless mode
 builds a transport, a server session and a task group for every request, and offers no
-back-channel. Gatehouse keeps what a session is in PostgreSQL (``asgi.sessions``) and hands each
+back-channel. Gatehouse keeps what a session is in PostgreSQL (``transport.sessions``) and hands each
 POST straight to the SDK's kernel (``serve_one``) with a channel of its own (``response_stream``,
 shared with ``exchange_2026_07_28``): notifications and server-to-client requests travel
 on that POST's response, which becomes an SSE stream only once there is something to stream, and

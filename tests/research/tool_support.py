@@ -3,7 +3,7 @@
 error translation) and its result conversion against the output schema, as for a client's call.
 
 The request the tools read their caller from carries an ``Identity`` in its ASGI scope, as
-``asgi.auth`` leaves it; progress notifications land in a list. Job steps run in a thread of this
+``transport.auth`` leaves it; progress notifications land in a list. Job steps run in a thread of this
 process (``StepsPump``, the worker's own loop through ``tests.jobs.support.steps_run``), so a tool's
 bounded wait sees them happen. The request middleware (scopes, toolsets, audit) is not in this path:
 the end-to-end tests cover it over HTTP.
