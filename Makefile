@@ -119,19 +119,20 @@ pytest: $(VENV)/.installed-dev browsers nginx conformance-tools
 	SECRET_KEY=test-only-secret DATABASE_URL=$${DATABASE_URL:-$(TEST_DATABASE_URL)} CHROMIUM_PATH=$(CHROMIUM_PATH) NGINX_PATH=$(NGINX_PATH) \
 	$(VENV)/bin/pytest $(PYTEST_ARGS)
 
-# The whole suite in three lanes at once (tests/lanes.py): lint, types and the migration check; the
-# in-process tests; the end-to-end tests. Each pytest lane has its own test database
-# (test_gatehouse_inprocess, test_gatehouse_e2e) and Redis database; the logs are printed after,
-# with each lane's 25 slowest tests and one closing line. .ci/run calls this.
+# The whole suite in four lanes at once (tests/lanes.py): lint, types and the migration check; the
+# in-process tests; the end-to-end tests in two halves by folder. Each pytest lane has its own test
+# database (test_gatehouse_inprocess, test_gatehouse_e2e_first, _second) and Redis database; the
+# logs are printed after, with each lane's 25 slowest tests and one closing line. PYTEST_ARGS go to
+# every pytest lane, after the runner's `--`. .ci/run calls this.
 test: $(VENV)/.installed-dev browsers nginx conformance-tools
 	SECRET_KEY=test-only-secret DATABASE_URL=$${DATABASE_URL:-$(TEST_DATABASE_URL)} CHROMIUM_PATH=$(CHROMIUM_PATH) NGINX_PATH=$(NGINX_PATH) \
-	$(PY) -m tests.lanes $(PYTEST_ARGS)
+	$(PY) -m tests.lanes -- $(PYTEST_ARGS)
 
 # Before each commit: lint, types, the migration check and the in-process tests (pytest -m "not
 # e2e"), the first three beside the last; a few minutes.
 check: $(VENV)/.installed-dev
 	SECRET_KEY=test-only-secret DATABASE_URL=$${DATABASE_URL:-$(TEST_DATABASE_URL)} \
-	$(PY) -m tests.lanes --check $(PYTEST_ARGS)
+	$(PY) -m tests.lanes --check -- $(PYTEST_ARGS)
 
 clean:
 	rm -rf $(VENV) .local .pytest_cache .mypy_cache .ruff_cache .ci/artifacts

@@ -9,6 +9,7 @@ from django.conf import settings
 from django.db import connections
 
 from core import db as core_db
+from tests.lanes import E2E_HALVES
 from tests.support.factories import MembershipFactory, TenantFactory, UserFactory
 from tests.support.fast_flush import fast_flush_install
 from tests.support.ratelimit_support import rate_limit_reset_for_tests
@@ -33,7 +34,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 # Where a test lives says what it costs (docs/testing.md): everything under tests/e2e/ and
 # tests/fresh_clone/ starts processes and is marked ``e2e``; the ``slow`` ones run for a minute or
 # more each. Marked here, by path, so no file can forget its marker: ``pytest -m "not e2e"`` is
-# the in-process tier of ``make check``, ``-m e2e`` the other lane of ``make test``.
+# the in-process tier of ``make check``, ``-m e2e`` the other lanes of ``make test``.
 _E2E_DIRS = ("tests/e2e/", "tests/fresh_clone/")
 _SLOW_PATHS = (
     "tests/fresh_clone/",
@@ -44,14 +45,48 @@ _SLOW_PATHS = (
 )
 
 
+# ``make test`` runs the end-to-end tests in two lanes side by side (tests/lanes.py), split by
+# folder so that each lane starts only the servers its folders use: the first half is these
+# folders (about half of the end-to-end time, measured), the second half everything else, so a new
+# folder is never left out.
+E2E_FIRST_HALF = (
+    "tests/fresh_clone/",
+    "tests/e2e/browser/",
+    "tests/e2e/upstreams/",
+    "tests/e2e/audit/",
+    "tests/e2e/jobs/",
+    "tests/e2e/conformance/",
+    "tests/e2e/research/",
+)
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--e2e-half",
+        choices=E2E_HALVES,
+        default=None,
+        help="keep only this half of the end-to-end tests (tests/conftest.py's E2E_FIRST_HALF, or the rest)",
+    )
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     root = config.rootpath
+    half = config.getoption("--e2e-half")
+    kept: list[pytest.Item] = []
+    dropped: list[pytest.Item] = []
     for item in items:
         path = item.path.relative_to(root).as_posix()
         if path.startswith(_E2E_DIRS):
             item.add_marker(pytest.mark.e2e)
+            if half is not None and path.startswith(E2E_FIRST_HALF) != (half == "first"):
+                dropped.append(item)
+                continue
         if path.startswith(_SLOW_PATHS):
             item.add_marker(pytest.mark.slow)
+        kept.append(item)
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = kept
 
 
 @pytest.fixture

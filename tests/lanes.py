@@ -1,19 +1,19 @@
 """`make test` and `make check`: the suite's lanes side by side, each on its own database.
 
-On a 2-core machine the end-to-end tests spend most of their time waiting for the processes they
-start, so the in-process tests (and lint, types and the migration check) fit in beside them: the
-whole suite takes about as long as its end-to-end half. Each pytest lane gets a test database of its
-own (pytest-django's ``test_<name>``, from ``DATABASE_URL`` with a suffix) and a Redis database of
-its own (``TEST_REDIS_URL``; rate-limit keys carry a random prefix besides), so neither lane sees
-the other's rows.
+The end-to-end tests spend much of their time waiting for the processes they start, so they run in
+two lanes (halves by folder) with the in-process tests (and lint, types and the migration check)
+beside them. Each pytest lane gets a test database of its own (pytest-django's ``test_<name>``,
+from ``DATABASE_URL`` with a suffix) and a Redis database of its own (``TEST_REDIS_URL``;
+rate-limit keys carry a random prefix besides), so no lane sees another's rows.
 
 Each lane writes its whole output to ``$GATEHOUSE_ARTIFACTS_DIR/lanes/<lane>.log``. When all have
 ended, their logs are printed one after the other, then each pytest lane's 25 slowest tests and
 closing line, and last one line that adds the lanes up: ``lanes: N passed, M failed``. The exit
 status is 1 if any lane failed.
 
-    python -m tests.lanes            # static, in-process and end-to-end (make test)
-    python -m tests.lanes --check    # static and in-process only (make check)
+    python -m tests.lanes                    # static, in-process, both end-to-end halves (make test)
+    python -m tests.lanes --check            # static and in-process only (make check)
+    python -m tests.lanes -- -x --lf         # pytest's own arguments after --
 """
 
 from __future__ import annotations
@@ -32,6 +32,8 @@ BASE_DIR = Path(__file__).resolve().parents[1]
 VENV_BIN = Path(sys.executable).parent
 DEFAULT_DATABASE_URL = "postgres://postgres@127.0.0.1:5432/gatehouse"
 DEFAULT_REDIS = "redis://127.0.0.1:6379"
+# The halves' names, as tests/conftest.py's --e2e-half takes them.
+E2E_HALVES = ("first", "second")
 MAX_CHECK_WORKERS = 4
 # pytest's closing line: "=== 12 failed, 3790 passed, 2 errors in 812.40s (0:13:32) ==="
 _SUMMARY = re.compile(r"^=+ (?P<body>.*\d+ (?:passed|failed|error|errors|skipped|deselected).*) in [\d.]+s")
@@ -99,17 +101,21 @@ def lanes_plan(*, check_only: bool, pytest_args: list[str]) -> list[Lane]:
     )
     lanes = [static, in_process]
     if not check_only:
-        lanes.append(
-            Lane(
-                name="e2e",
-                commands=[_pytest("e2e", pytest_args)],
-                env={
-                    "DATABASE_URL": _lane_database_url(database_url, "e2e"),
-                    "TEST_REDIS_URL": f"{DEFAULT_REDIS}/2",
-                },
-                pytest=True,
+        # Two end-to-end lanes, split by folder (tests/conftest.py's E2E_FIRST_HALF): the
+        # end-to-end tests wait on the processes they start more than they compute, and one lane
+        # of them alone was the whole run's critical path.
+        for number, half in enumerate(E2E_HALVES, start=2):
+            lanes.append(
+                Lane(
+                    name=f"e2e-{half}",
+                    commands=[_pytest("e2e", ["--e2e-half", half, *pytest_args])],
+                    env={
+                        "DATABASE_URL": _lane_database_url(database_url, f"e2e_{half}"),
+                        "TEST_REDIS_URL": f"{DEFAULT_REDIS}/{number}",
+                    },
+                    pytest=True,
+                )
             )
-        )
     return lanes
 
 
@@ -164,7 +170,7 @@ def _closing(log: str) -> str:
     return "(no closing line)"
 
 
-# The end-to-end lane's servers hold about 65 connections at once, beside the in-process lane's.
+# Each end-to-end lane's servers hold up to about 65 connections at once, beside the in-process lane's.
 CONNECTIONS_NEEDED = 200
 
 
@@ -188,11 +194,17 @@ def _connections_warn() -> None:
         )
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def lanes_arguments(argv: list[str] | None) -> argparse.Namespace:
+    """``--check``, then pytest's own arguments after ``--`` (so ``-x`` or ``--durations=0`` reach
+    pytest rather than this parser; the Makefile always writes the ``--``)."""
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--check", action="store_true", help="static and in-process lanes only")
-    parser.add_argument("pytest_args", nargs="*", help="passed on to both pytest lanes")
-    args = parser.parse_args(argv)
+    parser.add_argument("pytest_args", nargs="*", help="passed on to every pytest lane, after --")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = lanes_arguments(argv)
 
     artifacts = Path(os.environ.get("GATEHOUSE_ARTIFACTS_DIR") or BASE_DIR / ".ci" / "artifacts")
     logs_dir = artifacts / "lanes"

@@ -1,6 +1,7 @@
 """What stands between a JSON-RPC request and a tool, resource or prompt: the tenant's toolsets,
-scopes, argument validation, time limits, and the translation of every failure into the error
-vocabulary (``jsonrpc_errors.as_mcp_error``)."""
+scopes, argument validation, the call policies every tool call passes (``call_policies``), rate
+limits, time limits, and the translation of every failure into the error vocabulary
+(``jsonrpc_errors.as_mcp_error``)."""
 
 from __future__ import annotations
 
@@ -30,6 +31,7 @@ from mcp_gateway.kernel.sdk import server_resource_finder
 from mcp_gateway.kernel.tool_headers import param_headers_check
 from mcp_gateway.kernel.tool_tasks_2026_07_28 import TOOL_TASK_SCOPE_KEY
 from mcp_gateway.kernel.toolset_access import toolsets_enabled_async
+from mcp_gateway.pipeline.call_policies import call_policies_check
 
 logger = logging.getLogger(__name__)
 
@@ -292,6 +294,7 @@ class RequestGuard:
         if problems:
             # Validation happens here, before any tool code runs.
             raise InvalidInput(f"{INVALID_ARGUMENTS} for {name}", data={"tool": name, "errors": problems})
+        await call_policies_check(identity=identity, tool=name, arguments=arguments)
         # Counted last: a call refused for its scope or arguments spends none of the caller's budget.
         if not counted:
             return federated

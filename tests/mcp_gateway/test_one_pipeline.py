@@ -1,9 +1,12 @@
-"""One pipeline: a refusal added once, to the request guard, refuses a tool however it is run: a
-client's own call over HTTP, a workflow command, a tool task's step. None of those callers is
-touched by the test, and each refusal leaves its audit row."""
+"""One pipeline: a refusal added once, as a call policy of the pipeline, refuses a tool however it
+is run: a client's own call over HTTP, a workflow command, a tool task's step. None of those
+callers is touched by the test, and each refusal leaves its audit row. REST runs no tool (its
+model calls come with the governed path of the LLM tool loop, which runs tools through the same
+service)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import httpx
@@ -14,10 +17,11 @@ from mcp.shared.exceptions import MCPError
 
 from config.asgi import application
 from core.errors import PermissionDenied
+from core.identity import Identity
 from core.models import AuditEvent
 from mcp_gateway.kernel.identity_cache import identity_cache
 from mcp_gateway.kernel.registry import default_registry
-from mcp_gateway.pipeline.guard import RequestGuard
+from mcp_gateway.pipeline.call_policies import call_policy_add
 from mcp_gateway.pipeline.server import server_build
 from mcp_gateway.pipeline.tool_runs import tool_call_run
 from tests.support.factories import AccessTokenFactory, MembershipFactory, UserFactory
@@ -38,16 +42,17 @@ META = {
 
 
 @pytest.fixture
-def whoami_refused(monkeypatch):
-    """The new policy, added in one place: the guard's check of every tool call."""
-    check = RequestGuard._check_call
+def whoami_refused():
+    """The new policy, added in one place: the pipeline's call policies, which the guard asks for
+    every tool call."""
 
-    async def with_policy(self: RequestGuard, params: dict[str, Any], *args: Any, **kwargs: Any) -> Any:
-        if params.get("name") == "whoami":
+    async def whoami_off(*, identity: Identity, tool: str, arguments: Mapping[str, Any]) -> None:
+        if tool == "whoami":
             raise PermissionDenied(POLICY)
-        return await check(self, params, *args, **kwargs)
 
-    monkeypatch.setattr(RequestGuard, "_check_call", with_policy)
+    remove = call_policy_add(whoami_off)
+    yield
+    remove()
 
 
 @pytest.fixture
@@ -139,3 +144,27 @@ async def test_without_the_policy_each_way_runs_the_tool(member):
     assert answer.error is None
     assert answer.result is not None
     assert answer.result["structuredContent"]["user"]["username"] == "ada"
+
+
+async def test_a_policy_sees_the_call_and_once_removed_refuses_nothing(member):
+    identity = await sync_to_async(identity_for)(member)
+    seen: list[tuple[str, dict[str, Any]]] = []
+
+    async def watching(*, identity: Identity, tool: str, arguments: Mapping[str, Any]) -> None:
+        seen.append((tool, dict(arguments)))
+        raise PermissionDenied(POLICY)
+
+    remove = call_policy_add(watching)
+    try:
+        refused = await tool_call_run(
+            identity=identity, task_id="watched", tool="whoami", arguments={}, client_capabilities={}
+        )
+    finally:
+        remove()
+    remove()  # a second removal is harmless
+    allowed = await tool_call_run(
+        identity=identity, task_id="after", tool="whoami", arguments={}, client_capabilities={}
+    )
+    assert refused.error == {"code": PermissionDenied.jsonrpc_code, "message": POLICY}
+    assert seen == [("whoami", {})]
+    assert allowed.error is None
