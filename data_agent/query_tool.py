@@ -24,16 +24,25 @@ from data_agent.selectors import (
 from data_agent.sql_gate import SQL_MAX_CHARS
 from mcp_gateway.kernel.identity import identity_from_context
 from mcp_gateway.kernel.registry import tool
-from mcp_gateway.kernel.tool_results import tool_result
+from mcp_gateway.kernel.tool_results import rows_within, tool_result
 from mcp_gateway.pipeline.audit_trail import audit_note
 
 TRUNCATED_NOTE = f"The first {DEFAULT_MAX_ROWS:,} rows are shown: the result had more and was cut there."
+# The whole answer must reach the official SDK client, which refuses a server-sent event larger than
+# 1 MiB (its streamable HTTP transport's max_sse_event_size): the rows take at most this many bytes
+# of JSON, the text block at most TEXT_JSON_MAX_BYTES more, with room left for the rest.
+ANSWER_ROWS_MAX_BYTES = 700_000
+SIZE_CUT_NOTE = (
+    "The first {shown:,} rows are shown: the rows after them would make the answer larger than "
+    f"{ANSWER_ROWS_MAX_BYTES:,} bytes, more than MCP clients take in one message. Narrow the query "
+    "(fewer columns, a WHERE, an aggregate or a LIMIT) to see the rest."
+)
 
 
 class QueryAnswer(BaseModel):
     columns: list[str]
     rows: list[list[Cell]]
-    rowCount: int = Field(description="Rows returned (at most 10,000).")
+    rowCount: int = Field(description="Rows returned (at most 10,000, and at most 700,000 bytes of them).")
     truncated: bool = Field(description="True when the query had more rows than were returned.")
     sql: str = Field(description="The SQL that ran: the query as the gate rebuilt it, comments dropped.")
     lineage: dict[str, Any] = Field(
@@ -54,12 +63,28 @@ def query_source_for(*, tenant_id: int, ontology_id: str) -> QuerySource:
     )
 
 
-def query_summary(result: QueryResult, datasets: list[str]) -> str:
-    """A query's result in one sentence: rows, columns, datasets and time (truncation first)."""
-    rows = f"{result.row_count:,} row{'s' if result.row_count != 1 else ''}"
-    sources = ", ".join(datasets) or "no dataset"
+def query_answer(*, result: QueryResult, lineage: dict[str, Any], sql: str) -> tuple[QueryAnswer, str]:
+    """A query's answer, as ``run_query`` and a workflow's query command give it (its rows within
+    ``ANSWER_ROWS_MAX_BYTES``), and its summary in one sentence for a person: rows, columns,
+    datasets and time, with why rows were left out first."""
+    shown = rows_within(rows=result.rows, max_bytes=ANSWER_ROWS_MAX_BYTES)
+    cut_for_size = shown < len(result.rows)
+    answer = QueryAnswer(
+        columns=result.columns,
+        rows=result.rows[:shown],
+        rowCount=shown,
+        truncated=result.truncated or cut_for_size,
+        sql=sql,
+        lineage=lineage,
+    )
+    rows = f"{shown:,} row{'s' if shown != 1 else ''}"
+    sources = ", ".join(d["name"] for d in lineage["datasets"]) or "no dataset"
     text = f"{rows} ({', '.join(result.columns)}) from {sources}, in {result.elapsed_ms:g} ms."
-    return f"{TRUNCATED_NOTE} {text}" if result.truncated else text
+    if cut_for_size:
+        text = f"{SIZE_CUT_NOTE.format(shown=shown)} {text}"
+    elif result.truncated:
+        text = f"{TRUNCATED_NOTE} {text}"
+    return answer, text
 
 
 @tool(
@@ -94,18 +119,7 @@ async def run_query(
     source = (await catalogue_get(tenant_id=identity.tenant_id, ontology_id=ontologyId)).source
     caller = QueryCaller(tenant_id=identity.tenant_id, user_id=identity.user_id)
     run = await query_run_fairly(caller=caller, source=source, sql=sql)
-    result, lineage = run.result, run.lineage
-    audit_note(sql=run.gated.sql, rowCount=result.row_count, truncated=result.truncated)
-    answer = QueryAnswer(
-        columns=result.columns,
-        rows=result.rows,
-        rowCount=result.row_count,
-        truncated=result.truncated,
-        sql=run.gated.sql,
-        lineage=lineage,
-    )
+    answer, summary = query_answer(result=run.result, lineage=run.lineage, sql=run.gated.sql)
+    audit_note(sql=run.gated.sql, rowCount=answer.rowCount, truncated=answer.truncated)
     # The summary for a person, then the rows themselves for a client that shows its model only text.
-    return tool_result(
-        structured=answer.model_dump(mode="json"),
-        summary=[query_summary(result, [d["name"] for d in lineage["datasets"]])],
-    )
+    return tool_result(structured=answer.model_dump(mode="json"), summary=[summary])

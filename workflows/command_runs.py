@@ -21,7 +21,7 @@ from core.errors import GatehouseError
 from core.identity import Identity
 from data_agent.query_pool import QuerySource, query_run_fairly
 from data_agent.query_slots import QueryCaller
-from data_agent.query_tool import query_summary
+from data_agent.query_tool import query_answer
 from mcp_gateway.pipeline.audit_trail import NOTE_MAX_CHARS
 from mcp_gateway.pipeline.tool_runs import tool_run_within
 from workflows.outputs import CommandResponse
@@ -44,22 +44,13 @@ async def query_command_run(
     """The query's answer, shaped as ``run_query``'s, and what its audit event records."""
     caller = QueryCaller(tenant_id=identity.tenant_id, user_id=identity.user_id)
     run = await query_run_fairly(caller=caller, source=source, sql=sql, params=values)
-    result, lineage = run.result, run.lineage
-    artifacts = {
-        "columns": result.columns,
-        "rows": result.rows,
-        "rowCount": result.row_count,
-        "truncated": result.truncated,
-        "sql": run.gated.sql,
-        "lineage": lineage,
-    }
-    summary = query_summary(result, [d["name"] for d in lineage["datasets"]])
+    answer, summary = query_answer(result=run.result, lineage=run.lineage, sql=run.gated.sql)
     noted = {
         "sql": run.gated.sql[:NOTE_MAX_CHARS],
-        "rowCount": result.row_count,
-        "truncated": result.truncated,
+        "rowCount": answer.rowCount,
+        "truncated": answer.truncated,
     }
-    return CommandResponse(response=summary, artifacts=artifacts), noted
+    return CommandResponse(response=summary, artifacts=answer.model_dump(mode="json")), noted
 
 
 async def tool_command_run(

@@ -6,8 +6,9 @@ summary hides its data from the model. ``tool_result`` lays out the readable blo
 then the structured content as JSON in the last block.
 
 The text is bounded (``TEXT_JSON_MAX_BYTES``) because a model's context is; the structured content
-never is. Past the bound the text leaves out rows (it stays JSON that parses) and a note before it
-says how many it holds; a result too large even without rows is cut and the note says that too.
+is bounded by the tool that makes it, where it can grow (``rows_within``). Past the bound the text
+leaves out rows (it stays JSON that parses) and a note before it says how many it holds; a result
+too large even without rows is cut and the note says that too.
 
 Tools that return a pydantic model need none of this: the SDK already serializes the model as the
 text of their result.
@@ -59,6 +60,17 @@ def structured_text(
             return text, ROWS_LEFT_OUT.format(shown=shown, total=len(rows), limit=max_bytes)
     cut = whole.encode(errors="surrogatepass")[:max_bytes].decode(errors="ignore")
     return cut, TEXT_CUT.format(limit=max_bytes, size=size)
+
+
+def rows_within(*, rows: Sequence[Any], max_bytes: int) -> int:
+    """How many of ``rows``, from the first, fit in ``max_bytes`` of JSON with every character
+    outside ASCII escaped (the most any encoder of the answer can make of them)."""
+    used = 2  # the list's brackets
+    for shown, row in enumerate(rows):
+        used += len(json.dumps(row, separators=(",", ":"))) + (1 if shown else 0)
+        if used > max_bytes:
+            return shown
+    return len(rows)
 
 
 def _rows_that_fit(*, structured: dict[str, Any], rows: list[Any], max_bytes: int) -> int | None:

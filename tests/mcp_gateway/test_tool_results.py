@@ -12,7 +12,7 @@ from jsonschema import Draft202012Validator
 from core.conf import gatehouse_settings
 from data_agent.executor import json_cell
 from mcp_gateway.kernel.registry import registry_load
-from mcp_gateway.kernel.tool_results import ROWS_LEFT_OUT, TEXT_CUT, structured_text, tool_result
+from mcp_gateway.kernel.tool_results import ROWS_LEFT_OUT, TEXT_CUT, rows_within, structured_text, tool_result
 from mcp_gateway.pipeline.server import server_build
 
 # Keywords whose value is one schema, a list of schemas, or a map of names to schemas.
@@ -138,3 +138,13 @@ def test_a_small_tool_result_is_summary_then_json(rows):
     result = tool_result(structured={"rows": rows}, summary=["s"])
     summary, text = (block.text for block in result.content)  # type: ignore[union-attr]
     assert (summary, json.loads(text)) == ("s", {"rows": rows})
+
+
+def test_rows_within_counts_every_character_outside_ascii_at_its_escaped_size():
+    ascii_rows = [["abcd"]] * 10  # ["abcd"] is 8 bytes; with brackets and commas 2 + 8n + (n - 1)
+    assert rows_within(rows=ascii_rows, max_bytes=2 + 8 * 3 + 2) == 3
+    assert rows_within(rows=ascii_rows, max_bytes=2 + 8 * 3 + 1) == 2
+    wide = [["\u00e9\u4e2d\U0001f600"]]  # escaped: \u00e9 \u4e2d \ud83d\ude00, 4 + 6 * 4 bytes
+    assert rows_within(rows=wide, max_bytes=2 + 28) == 1
+    assert rows_within(rows=wide, max_bytes=2 + 27) == 0
+    assert rows_within(rows=[], max_bytes=0) == 0

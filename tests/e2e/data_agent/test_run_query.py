@@ -12,6 +12,7 @@ from mcp.shared.exceptions import MCPError
 from core.models import AuditAction
 from data_agent.executor import json_safe
 from data_agent.models import Ontology
+from data_agent.query_tool import ANSWER_ROWS_MAX_BYTES
 from data_agent.sample import ONTOLOGY_NAME
 from data_agent.selectors import data_source_url
 from mcp_gateway.kernel.tool_results import TEXT_JSON_MAX_BYTES
@@ -88,7 +89,7 @@ async def test_a_result_past_10000_rows_is_cut_and_says_so(server, committed, ac
 async def test_rows_past_the_text_bound_stay_whole_in_structured_content_and_the_text_says_so(
     server, committed, acme_sales
 ):
-    sql = "SELECT l.*, r.*, l.*, r.* FROM order_lines l CROSS JOIN regions r"
+    sql = "SELECT l.*, r.* FROM order_lines l CROSS JOIN regions r"
     async with minted_sdk_client(committed, server, Person("alice")) as (client, _):
         result = await client.call_tool("run_query", {"ontologyId": str(acme_sales.id), "sql": sql})
     answer = result.structured_content
@@ -103,6 +104,25 @@ async def test_rows_past_the_text_bound_stay_whole_in_structured_content_and_the
     assert shown == {**answer, "rows": answer["rows"][:kept]}
     assert note.startswith(f"The JSON below holds the first {kept:,} of 10,000 rows")
     assert "structuredContent holds every row" in note
+
+
+async def test_rows_past_what_one_message_carries_are_left_out_and_the_answer_says_so(
+    server, committed, acme_sales
+):
+    # Each of 10,000 rows is about 116 bytes of JSON: more than the official SDK client takes in
+    # one server-sent event (1 MiB), whichever way the server sends the answer.
+    sql = "SELECT l.*, r.*, l.*, r.* FROM order_lines l CROSS JOIN regions r"
+    async with minted_sdk_client(committed, server, Person("alice")) as (client, _):
+        result = await client.call_tool("run_query", {"ontologyId": str(acme_sales.id), "sql": sql})
+    answer = result.structured_content
+    assert answer is not None
+    shown = len(answer["rows"])
+    assert 0 < shown < 10_000
+    assert (answer["rowCount"], answer["truncated"]) == (shown, True)
+    assert len(json.dumps(answer["rows"], separators=(",", ":"))) <= ANSWER_ROWS_MAX_BYTES
+    summary = result.content[0].text  # type: ignore[union-attr]
+    assert summary.startswith(f"The first {shown:,} rows are shown: the rows after them would make")
+    assert f"{shown:,} rows (" in summary
 
 
 async def test_every_structured_answer_repeats_its_structured_content_as_text(server, committed, acme_sales):
