@@ -53,3 +53,32 @@ def not_complete(*, state: str) -> JobStateError:
         f"The job is {state}, not complete: results can be exported once the final selection is approved.",
         reason="not_complete",
     )
+
+
+def invalid_checkpoint(*, checkpoint: object) -> JobStateError:
+    return JobStateError(
+        f"Invalid checkpoint {str(checkpoint)[:60]!r}: name it as get_session gives it (like 'plan-0').",
+        reason="invalid_checkpoint",
+    )
+
+
+def checkpoint_decided(*, checkpoint: str, action: str, now: str) -> JobStateError:
+    return JobStateError(
+        f"Checkpoint {checkpoint!r} was already decided ({action}); the job now {now}.",
+        reason="checkpoint_decided",
+    )
+
+
+def checkpoint_not_pending(*, checkpoint: str, now: str) -> JobStateError:
+    return JobStateError(
+        f"Checkpoint {checkpoint!r} is not the one pending: the job {now}; call get_session to see it.",
+        reason="checkpoint_not_pending",
+    )
+
+
+def checkpoint_not_shown(*, checkpoint: str) -> JobStateError:
+    return JobStateError(
+        f"The job waits at checkpoint {checkpoint!r}, which you have not been shown yet: call "
+        "get_session to see it, then decide naming that checkpoint.",
+        reason="checkpoint_not_shown",
+    )

@@ -61,6 +61,8 @@ class Job(models.Model):
     # The pending checkpoint while ``state`` is waiting; empty otherwise.
     checkpoint_kind = models.CharField(max_length=CHECKPOINT_KIND_MAX_CHARS, blank=True)
     checkpoint = models.JSONField(null=True, blank=True)
+    # When each recent checkpoint was first shown to the person (jobs.checkpoints).
+    checkpoints_shown = models.JSONField(default=list, blank=True)
     # The kind's working state between steps (the plan, the candidates, ...).
     context = models.JSONField(default=dict)
     # The step to run while ``state`` is running, and the token of the task enqueued for it: a task
@@ -110,6 +112,12 @@ class JobDecision(models.Model):
 
     class Meta:
         ordering = ("created", "id")
+        constraints = [
+            # A checkpoint is decided once (jobs.checkpoints names it by kind and iteration).
+            models.UniqueConstraint(
+                fields=["job", "iteration", "checkpoint_kind"], name="jobs_one_decision_per_checkpoint"
+            )
+        ]
 
     def __str__(self) -> str:
         return f"{self.action} at {self.checkpoint_kind} ({self.job_id})"

@@ -7,7 +7,10 @@ Every function takes the caller's tenant and person; another person's job is ``J
 
 from __future__ import annotations
 
+import json
+import time
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from django.db import transaction
@@ -15,6 +18,7 @@ from django.db import transaction
 from core.errors import InvalidInput
 from core.text_safety import text_unstorable_reason
 from jobs import errors
+from jobs.checkpoints import checkpoint_parse, checkpoint_pending, checkpoint_shown_before
 from jobs.kinds import (
     Complete,
     DecisionOutcome,
@@ -64,6 +68,17 @@ def job_start(
     return job
 
 
+@dataclass(frozen=True)
+class Decided:
+    """The job as it stands after a decision: ``decision_id`` the decision stored, or the earlier,
+    identical one this call repeats (then ``repeat_of`` names that decision's checkpoint, and
+    nothing was stored)."""
+
+    job: Job
+    decision_id: int
+    repeat_of: str | None = None
+
+
 def job_decide(
     *,
     tenant_id: int,
@@ -73,32 +88,101 @@ def job_decide(
     data: Mapping[str, Any] | None = None,
     note: str | None = None,
     channel: str = "mcp",
-) -> Job:
-    """Apply the person's decision at the job's pending checkpoint; returns the job as it stands."""
+    checkpoint: object = None,
+    arrived: float | None = None,
+) -> Decided:
+    """Apply the person's decision at the checkpoint it answers (``jobs.checkpoints``).
+
+    ``checkpoint`` names it; without a name the decision answers the last checkpoint shown to the
+    person before ``arrived`` (when the request came in; now if not given). It is stored only if
+    the job still waits at that checkpoint, checked and written in one transaction on the locked
+    row. The same decision again, for a checkpoint it already decided, stores nothing and is
+    answered with the job as it stands; any other decision for a checkpoint that has passed is
+    refused, naming where the job is now.
+    """
     if not isinstance(action, str) or action not in ACTIONS:
         raise errors.invalid_action(action=str(action), allowed=ACTIONS)
     if data is not None and not isinstance(data, Mapping):
         raise InvalidInput("data must be an object.")
+    if checkpoint is not None and (not isinstance(checkpoint, str) or checkpoint_parse(checkpoint) is None):
+        raise errors.invalid_checkpoint(checkpoint=checkpoint)
     note_text = _note_checked(note)
+    stored_data = _as_stored(data)
     with transaction.atomic():
         job = job_get(tenant_id=tenant_id, user_id=user_id, job_id=job_id, for_update=True)
-        if job.is_finished:
-            raise errors.already_finished(state=job.state, error=job.error)
-        if job.state != JobState.WAITING:
-            raise errors.no_pending_checkpoint(state=job.get_state_display().lower())
+        pending = checkpoint_pending(job)
+        if checkpoint is not None:
+            named: str | None = str(checkpoint)
+        else:
+            named = checkpoint_shown_before(job=job, arrived=time.time() if arrived is None else arrived)
+        if named is None or named != pending:
+            earlier = _repeated(
+                job=job, user_id=user_id, named=named, pending=pending, action=action, data=stored_data
+            )
+            return Decided(job=job, decision_id=earlier.pk, repeat_of=named)
         outcome = job_kind_get(job.kind).decide(job=job_view(job), action=action, data=data)
-        JobDecision.objects.create(
+        decision = JobDecision.objects.create(
             job=job,
             user_id=user_id,
             iteration=job.iteration,
             checkpoint_kind=job.checkpoint_kind,
             action=action,
-            data=dict(data) if data is not None else None,
+            data=stored_data,
             note=note_text,
             channel=channel,
         )
         _apply_decision(job=job, outcome=outcome)
-    return job
+    return Decided(job=job, decision_id=decision.pk)
+
+
+def _same(decision: JobDecision, *, user_id: int, action: str, data: dict[str, Any] | None) -> bool:
+    return (decision.user_id, decision.action, decision.data) == (user_id, action, data)
+
+
+def _repeated(
+    *,
+    job: Job,
+    user_id: int,
+    named: str | None,
+    pending: str | None,
+    action: str,
+    data: dict[str, Any] | None,
+) -> JobDecision:
+    """The decision stored for ``named`` that this one repeats; otherwise raises the refusal that
+    says where the job is."""
+    parsed = checkpoint_parse(named) if named is not None else None
+    if parsed is not None:
+        kind, iteration = parsed
+        earlier = JobDecision.objects.filter(job=job, checkpoint_kind=kind, iteration=iteration).first()
+        if earlier is not None and _same(earlier, user_id=user_id, action=action, data=data):
+            return earlier
+        if earlier is not None and not job.is_finished:
+            raise errors.checkpoint_decided(
+                checkpoint=named or "", action=earlier.action, now=_where(job, pending)
+            )
+    if job.is_finished:
+        raise errors.already_finished(state=job.state, error=job.error)
+    if pending is None:
+        raise errors.no_pending_checkpoint(state=job.get_state_display().lower())
+    if named is None:
+        raise errors.checkpoint_not_shown(checkpoint=pending)
+    raise errors.checkpoint_not_pending(checkpoint=named, now=_where(job, pending))
+
+
+def _as_stored(data: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """The data as the JSON column gives it back (tuples as lists, and so on), to compare."""
+    if data is None:
+        return None
+    try:
+        return json.loads(json.dumps(dict(data)))
+    except (TypeError, ValueError, RecursionError) as error:
+        raise InvalidInput("data must be a JSON object of reasonable depth.") from error
+
+
+def _where(job: Job, pending: str | None) -> str:
+    if pending is not None:
+        return f"waits at checkpoint {pending!r}"
+    return f"is {job.get_state_display().lower()}"
 
 
 def job_cancel(*, tenant_id: int, user_id: int, job_id: object) -> Job:

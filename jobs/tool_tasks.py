@@ -22,6 +22,7 @@ from django.utils import timezone
 from core.db import db_call
 from core.errors import InvalidInput, NotFound
 from core.identity import Identity
+from jobs.checkpoints import checkpoint_pending
 from jobs.errors import JobNotFound
 from jobs.models import Job, JobState
 from jobs.selectors import job_id_parse, jobs_of
@@ -222,6 +223,8 @@ def tool_task_update(*, identity: Identity, task_id: object, input_responses: Ma
             action="approve",
             data={"inputResponses": text},
             channel="mcp",
+            # The round these answers were given for, checked above on the locked row.
+            checkpoint=checkpoint_pending(job),
         )
 
 

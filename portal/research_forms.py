@@ -15,6 +15,7 @@ from typing import Any
 from django.http import QueryDict
 
 from core.errors import InvalidInput
+from jobs.checkpoints import checkpoint_parse
 from research.literature_job import FINAL, PLAN, SCREENING
 
 DEFAULT_MAX_RESULTS = 100
@@ -30,7 +31,7 @@ DECISION_BUTTONS: dict[str, dict[str, str]] = {
     FINAL: {"approve": "approve", "keep": "edit", "back": "reject"},
 }
 UNKNOWN_BUTTON = "Choose one of the form's buttons."
-STALE_FORM = "This form was for the {posted} checkpoint, but the job is now at {current}: look again."
+STALE_FORM = "This form is out of date (it names no checkpoint): reload the page and decide again."
 
 
 @dataclass(frozen=True)
@@ -38,6 +39,7 @@ class Decision:
     action: str
     data: dict[str, Any] | None
     note: str | None
+    checkpoint: str
 
 
 def number_parse(raw: str, *, what: str) -> int | None:
@@ -65,11 +67,14 @@ def start_input(post: QueryDict) -> dict[str, Any]:
     }
 
 
-def decision_parse(*, post: QueryDict, checkpoint_kind: str) -> Decision:
-    """The decision a checkpoint's form posted, as ``search_decide`` takes it."""
-    posted_kind = str(post.get("checkpoint", ""))
-    if posted_kind != checkpoint_kind:
-        raise InvalidInput(STALE_FORM.format(posted=posted_kind[:40] or "(none)", current=checkpoint_kind))
+def decision_parse(*, post: QueryDict) -> Decision:
+    """The decision a checkpoint's form posted, as ``search_decide`` takes it, with the name of the
+    checkpoint the form showed (``search_decide`` applies it only while the job waits there)."""
+    posted = str(post.get("checkpoint", ""))
+    parsed = checkpoint_parse(posted)
+    if parsed is None:
+        raise InvalidInput(STALE_FORM)
+    checkpoint_kind = parsed[0]
     button = str(post.get("decision", ""))
     action = DECISION_BUTTONS.get(checkpoint_kind, {}).get(button)
     if action is None:
@@ -87,7 +92,7 @@ def decision_parse(*, post: QueryDict, checkpoint_kind: str) -> Decision:
         data = _plan_fields(post, always=False) or None
     elif checkpoint_kind == FINAL and action == "edit":
         data = {"keep": [str(item) for item in post.getlist("keep")]}
-    return Decision(action=action, data=data, note=note)
+    return Decision(action=action, data=data, note=note, checkpoint=posted)
 
 
 def _plan_fields(post: QueryDict, *, always: bool) -> dict[str, Any]:

@@ -27,7 +27,7 @@ from accounts.models import Membership, Role, User
 from accounts.selectors import membership_list_for_user
 from core.errors import InvalidInput, PermissionDenied
 from core.text_safety import storable_text
-from jobs import errors as job_errors
+from jobs.checkpoints import checkpoint_pending, checkpoint_shown
 from jobs.errors import JobNotFound
 from jobs.models import Job, JobState
 from jobs.selectors import job_decisions, job_id_parse, job_list
@@ -48,6 +48,7 @@ NO_WRITABLE_TENANT = "You are a viewer in each of your tenants, so you cannot st
 CHOOSE_TENANT = "Choose one of your tenants."
 STARTED = "The search started; its plan appears here once the worker has drafted it."
 DECIDED = "Your decision was recorded."
+DECIDED_ALREADY = "That decision was already recorded; nothing changed."
 CANCELLED = "The search was cancelled; nothing of it runs again."
 WRITE_ROLES = frozenset({Role.ADMIN, Role.CONTRIBUTOR})
 EXPORTS: dict[str, tuple[str, str, str]] = {
@@ -159,6 +160,7 @@ def _detail_render(
         "can_write": membership.role in WRITE_ROLES,
         "viewer_refused": VIEWER_REFUSED,
         "checkpoint": checkpoint,
+        "checkpoint_name": checkpoint_pending(job),
         "plan_terms": "\n".join(checkpoint.get("terms", [])) if job.checkpoint_kind == "plan" else "",
         "decisions": [
             {
@@ -185,6 +187,8 @@ def _detail_render(
 @require_GET
 def research_detail(request: HttpRequest, job_id: str) -> HttpResponse:
     job, membership = _job_for_person(_person(request), job_id)
+    # The page shows the pending checkpoint (a tool's decide may follow it without naming it).
+    checkpoint_shown(job=job)
     return _detail_render(request, job=job, membership=membership)
 
 
@@ -196,12 +200,10 @@ def research_decide(request: HttpRequest, job_id: str) -> HttpResponse:
     job, membership = _job_for_person(person, job_id)
     _writer_check(membership)
     try:
-        if job.is_finished:
-            raise job_errors.already_finished(state=job.state, error=job.error)
-        if job.state != JobState.WAITING:
-            raise job_errors.no_pending_checkpoint(state=job.get_state_display().lower())
-        decision = decision_parse(post=request.POST, checkpoint_kind=job.checkpoint_kind)
-        search_decide(
+        decision = decision_parse(post=request.POST)
+        # Applied only while the job waits at the checkpoint the page showed; the same decision
+        # posted again (a double submit) is answered as the first and stored once.
+        decided = search_decide(
             tenant_id=membership.tenant_id,
             user_id=person.pk,
             session_id=job.pk,
@@ -209,11 +211,12 @@ def research_decide(request: HttpRequest, job_id: str) -> HttpResponse:
             data=decision.data,
             note=decision.note,
             channel="web",
+            checkpoint=decision.checkpoint,
         )
     except InvalidInput as refusal:
         job.refresh_from_db()
         return _detail_render(request, job=job, membership=membership, error=refusal.message, status=422)
-    messages.success(request, DECIDED)
+    messages.success(request, DECIDED_ALREADY if decided.repeat_of else DECIDED)
     return redirect("research:detail", job_id=job.pk)
 
 

@@ -11,9 +11,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from jobs import errors
+from jobs.checkpoints import checkpoint_pending
 from jobs.models import Job, JobState
 from jobs.selectors import job_get
-from jobs.services import job_cancel, job_decide, job_start
+from jobs.services import Decided, job_cancel, job_decide, job_start
 from research.literature_job import KIND
 
 # How long search_papers and decide wait, at most, for the job to reach its next checkpoint.
@@ -57,7 +58,11 @@ def search_decide(
     data: Mapping[str, Any] | None = None,
     note: str | None = None,
     channel: str = "mcp",
-) -> Job:
+    checkpoint: object = None,
+    arrived: float | None = None,
+) -> Decided:
+    """The person's decision (``jobs.services.job_decide``: at the checkpoint it names, or the last
+    one shown to them before ``arrived``)."""
     search_get(tenant_id=tenant_id, user_id=user_id, session_id=session_id)
     return job_decide(
         tenant_id=tenant_id,
@@ -67,6 +72,8 @@ def search_decide(
         data=data,
         note=note,
         channel=channel,
+        checkpoint=checkpoint,
+        arrived=arrived,
     )
 
 
@@ -84,8 +91,7 @@ def search_next_state(*, job: Job) -> dict[str, Any]:
     """
     state: dict[str, Any] = {"session_id": str(job.id), "iteration": job.iteration}
     if job.state == JobState.WAITING:
-        payload = dict(job.checkpoint or {})
-        state["checkpoint"] = {"kind": job.checkpoint_kind, "summary": payload.pop("summary", ""), **payload}
+        state["checkpoint"] = search_checkpoint_view(job=job)
     elif job.state == JobState.COMPLETE:
         result = job.result or {}
         state["result"] = {"paper_count": result.get("paper_count", 0), "summary": result.get("summary", "")}
@@ -95,8 +101,31 @@ def search_next_state(*, job: Job) -> dict[str, Any]:
     return state
 
 
+def search_repeat_message(*, job: Job, repeat_of: str) -> str:
+    """What a decision that repeated an earlier one is told: nothing was stored."""
+    pending = checkpoint_pending(job)
+    message = (
+        f"Your identical decision at checkpoint {repeat_of!r} was already stored; this call stored nothing."
+    )
+    if pending is not None:
+        message += f" To decide checkpoint {pending!r}, call decide with checkpoint {pending!r}."
+    return message
+
+
+def search_checkpoint_view(*, job: Job) -> dict[str, Any]:
+    """The pending checkpoint as the tools show it: its name (what decide's ``checkpoint`` takes),
+    kind and summary, then its payload."""
+    payload = {key: value for key, value in dict(job.checkpoint or {}).items() if key not in ("id", "kind")}
+    return {
+        "id": checkpoint_pending(job),
+        "kind": job.checkpoint_kind,
+        "summary": payload.pop("summary", ""),
+        **payload,
+    }
+
+
 def search_session_state(*, job: Job) -> dict[str, Any]:
-    """What get_session answers."""
+    """What get_session answers: where the job stands, with the pending checkpoint in full."""
     return {
         "session_id": str(job.id),
         "query": (job.input or {}).get("query", ""),
@@ -104,6 +133,8 @@ def search_session_state(*, job: Job) -> dict[str, Any]:
         "is_complete": job.state == JobState.COMPLETE,
         "has_pending_checkpoint": job.state == JobState.WAITING,
         "current_checkpoint_kind": job.checkpoint_kind or None,
+        "current_checkpoint": checkpoint_pending(job),
+        "checkpoint": search_checkpoint_view(job=job) if job.state == JobState.WAITING else None,
         "iteration": job.iteration,
         "progress": job.progress,
         "message": job.progress_message,

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from core.errors import InvalidInput
+from jobs.checkpoints import checkpoint_name
 from jobs.models import Job
 from research.literature_job import (
     ADD_DOIS_MAX,
@@ -66,8 +67,8 @@ class Decision:
 
 
 def request_key(*, job: Job) -> str:
-    """The input request's key: the checkpoint and the iteration it belongs to."""
-    return f"{job.checkpoint_kind or 'checkpoint'}-{job.iteration}"
+    """The input request's key: the checkpoint's name (``jobs.checkpoints``)."""
+    return checkpoint_name(kind=job.checkpoint_kind or "checkpoint", iteration=job.iteration)
 
 
 def input_requests_of(*, job: Job) -> dict[str, Any]:

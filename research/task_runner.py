@@ -27,6 +27,7 @@ from accounts.scopes import SCOPE_WRITE
 from core.db import db_call
 from core.errors import InsufficientScope, InvalidInput
 from core.identity import Identity
+from jobs.checkpoints import checkpoint_shown
 from jobs.errors import JobNotFound, JobStateError
 from jobs.models import Job, JobState
 from jobs.selectors import job_get
@@ -35,7 +36,7 @@ from mcp_gateway.kernel.registry import default_registry
 from mcp_gateway.kernel.tool_tasks_2026_07_28 import ToolTask
 from mcp_gateway.kernel.toolset_access import toolsets_enabled
 from research.services import search_cancel, search_decide, search_get, search_next_state, search_start
-from research.task_forms import decision_of, input_requests_of
+from research.task_forms import decision_of, input_requests_of, request_key
 from research.tasks import SEARCH_TOOL, STATUSES
 from research.tool_answers import next_state_answer
 
@@ -95,7 +96,10 @@ def literature_task_job(*, identity: Identity, task_id: str) -> Job:
 
 
 def literature_task_get(*, identity: Identity, task_id: str) -> ToolTask:
-    return literature_tool_task(job=literature_task_job(identity=identity, task_id=task_id))
+    job = literature_task_job(identity=identity, task_id=task_id)
+    # Its input request shows the pending checkpoint (decide may follow it without naming it).
+    checkpoint_shown(job=job)
+    return literature_tool_task(job=job)
 
 
 def _write_scope(identity: Identity) -> None:
@@ -128,6 +132,8 @@ def literature_task_update(*, identity: Identity, task_id: str, input_responses:
             data=decision.data,
             note=decision.note,
             channel=CHANNEL,
+            # The checkpoint whose input request this answers (decision_of checked its key).
+            checkpoint=request_key(job=job),
         )
 
 

@@ -36,6 +36,7 @@ class CheckpointView(BaseModel):
     """The pending checkpoint: its kind and summary, then its payload (candidates, papers, plan)."""
 
     model_config = ConfigDict(extra="allow")
+    id: str = Field(description="The checkpoint's name (like screening-1): decide's checkpoint argument.")
     kind: str = Field(description="plan, screening or final.")
     summary: str
 
@@ -68,6 +69,8 @@ class SessionState(BaseModel):
     is_complete: bool
     has_pending_checkpoint: bool
     current_checkpoint_kind: str | None
+    current_checkpoint: str | None = Field(description="The pending checkpoint's name, for decide.")
+    checkpoint: CheckpointView | None = Field(description="The pending checkpoint in full, while waiting.")
     iteration: int
     progress: int = Field(description="Steps finished so far; it only grows.")
     message: str

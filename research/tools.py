@@ -9,6 +9,7 @@ to its person and tenant. Refusals are tool results with ``isError`` (``research
 
 from __future__ import annotations
 
+import time
 from typing import Annotated, Any, Literal
 
 from mcp.server.mcpserver import Context
@@ -18,6 +19,7 @@ from pydantic import Field
 from accounts.scopes import SCOPE_READ, SCOPE_WRITE
 from core.db import db_call
 from jobs import errors
+from jobs.checkpoints import CHECKPOINT_NAME_MAX_CHARS, checkpoint_shown
 from jobs.models import Job, JobState
 from jobs.waiting import job_wait
 from mcp_gateway.kernel.identity import identity_from_context, session_id_from_context
@@ -46,8 +48,9 @@ SessionId = Annotated[
 ]
 
 
-async def _next_state(*, ctx: Context, job: Job) -> CallToolResult:
-    """Wait (bounded) for the job to stop running, reporting progress; then its state."""
+async def _next_state(*, ctx: Context, job: Job, repeat_of: str | None = None) -> CallToolResult:
+    """Wait (bounded) for the job to stop running, reporting progress; then its state, its pending
+    checkpoint recorded as shown."""
     identity = identity_from_context(ctx)
 
     async def progress(done: int, message: str) -> None:
@@ -65,7 +68,11 @@ async def _next_state(*, ctx: Context, job: Job) -> CallToolResult:
     if job.state == JobState.FAILED:
         # As decide on it would answer later (reason workflow_failed, with its error).
         return refusal_of(errors.already_finished(state=job.state, error=job.error))
-    return next_state_answer(state=services.search_next_state(job=job))
+    state = services.search_next_state(job=job)
+    if repeat_of is not None:
+        state["message"] = services.search_repeat_message(job=job, repeat_of=repeat_of)
+    await db_call(checkpoint_shown, job=job)
+    return next_state_answer(state=state)
 
 
 @tool(
@@ -135,10 +142,23 @@ async def decide(
         dict[str, Any] | None, Field(description="What edit (or a refining reject) changes.")
     ] = None,
     note: Annotated[str | None, Field(description="Why, for the job's history.")] = None,
+    checkpoint: Annotated[
+        str | None,
+        Field(
+            max_length=CHECKPOINT_NAME_MAX_CHARS,
+            description=(
+                "The name of the checkpoint this decides (checkpoint.id, like screening-1): it is "
+                "applied only while the job waits there. Without it, the decision answers the last "
+                "checkpoint you were shown."
+            ),
+        ),
+    ] = None,
 ) -> Annotated[CallToolResult, NextState]:
+    # Taken before anything waits: a checkpoint shown after this call came in is not what it answers.
+    arrived = time.time()
     identity = identity_from_context(ctx)
     try:
-        job = await db_call(
+        decided = await db_call(
             services.search_decide,
             tenant_id=identity.tenant_id,
             user_id=identity.user_id,
@@ -146,10 +166,12 @@ async def decide(
             action=action,
             data=data,
             note=note,
+            checkpoint=checkpoint,
+            arrived=arrived,
         )
     except TOOL_ERRORS as error:
         return refusal_of(error)
-    return await _next_state(ctx=ctx, job=job)
+    return await _next_state(ctx=ctx, job=decided.job, repeat_of=decided.repeat_of)
 
 
 @tool(
@@ -170,9 +192,12 @@ async def get_session(session_id: SessionId, ctx: Context) -> Annotated[CallTool
     except TOOL_ERRORS as error:
         return refusal_of(error)
     state = services.search_session_state(job=job)
+    await db_call(checkpoint_shown, job=job)
     summary = f"Literature search {state['session_id']}: {state['status']}"
-    if state["current_checkpoint_kind"]:
-        summary += f", waiting at the {state['current_checkpoint_kind']} checkpoint"
+    if state["current_checkpoint"]:
+        summary += (
+            f", waiting at the {state['current_checkpoint_kind']} checkpoint ({state['current_checkpoint']})"
+        )
     return answer(structured=state, summary=summary + ".")
 
 

@@ -13,9 +13,10 @@ from django_tasks_db.models import DBTaskResult
 
 from accounts.models import Membership
 from jobs.models import Job, JobDecision
-from jobs.services import job_decide, job_start
+from jobs.services import job_start
 from tests.e2e.conftest import _in_own_thread
 from tests.jobs.engine_kind import ENGINE_TEST_KIND, ENGINE_TEST_QUEUE, engine_kind_register
+from tests.jobs.support import job_decide_pending
 from tests.jobs.worker_process import JobsWorkerProcess
 
 WORKER_SETTINGS = "tests.jobs.worker_settings"
@@ -46,7 +47,11 @@ class EngineJobs:
 
     def decide(self, job_id: str, action: str) -> Job:
         return self.db(
-            lambda: job_decide(tenant_id=self.tenant_id, user_id=self.user_id, job_id=job_id, action=action)
+            lambda: (
+                job_decide_pending(
+                    tenant_id=self.tenant_id, user_id=self.user_id, job_id=job_id, action=action
+                ).job
+            )
         )
 
     def get(self, job_id: str) -> Job:

@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
+import uuid
+from typing import Any
+
 from django_tasks_db.management.commands.db_worker import Worker
 
+from jobs.checkpoints import checkpoint_pending
+from jobs.models import Job
+from jobs.services import Decided, job_decide
 from jobs.steps import worker_id_set
 
 
@@ -20,3 +26,9 @@ def steps_run(*, worker: str = "test-worker", max_tasks: int | None = None) -> N
         worker_id=worker,
         excluded_queue_names=[],
     ).run()
+
+
+def job_decide_pending(*, tenant_id: int, user_id: int, job_id: uuid.UUID | str, **decision: Any) -> Decided:
+    """``job_decide`` as a caller that was shown the job's pending checkpoint: naming it."""
+    pending = checkpoint_pending(Job.objects.get(pk=job_id))
+    return job_decide(tenant_id=tenant_id, user_id=user_id, job_id=job_id, checkpoint=pending, **decision)

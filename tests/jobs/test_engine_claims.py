@@ -16,11 +16,11 @@ from jobs.errors import JobNotFound
 from jobs.models import Job, JobDecision, JobState
 from jobs.recovery import ABANDONED_EXCEPTION, STEP_ATTEMPTS_MAX, jobs_recover
 from jobs.selectors import job_decisions, job_get
-from jobs.services import job_cancel, job_decide, job_start
+from jobs.services import job_cancel, job_start
 from jobs.steps import STEP_FAILED, job_step_run, step_claim
 from tests.jobs import engine_kind
 from tests.jobs.engine_kind import BOOM_DETAIL, ENGINE_TEST_KIND, engine_kind_register
-from tests.jobs.support import steps_run
+from tests.jobs.support import job_decide_pending, steps_run
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -293,9 +293,11 @@ def test_a_claim_on_a_dead_connection_is_retried_on_a_new_one(owner, lease):
 def test_every_decision_is_kept_in_order(owner, lease):
     job = start(owner)
     steps_run()
-    job_decide(tenant_id=owner.tenant_id, user_id=owner.user_id, job_id=job.pk, action="edit", note="again")
+    job_decide_pending(
+        tenant_id=owner.tenant_id, user_id=owner.user_id, job_id=job.pk, action="edit", note="again"
+    )
     steps_run()
-    job_decide(tenant_id=owner.tenant_id, user_id=owner.user_id, job_id=job.pk, action="approve")
+    job_decide_pending(tenant_id=owner.tenant_id, user_id=owner.user_id, job_id=job.pk, action="approve")
     job.refresh_from_db()
     assert job.state == JobState.COMPLETE
     assert job.result == {"rounds": 2}
@@ -312,7 +314,9 @@ def test_another_persons_or_tenants_job_is_not_found(owner, member, outsider, le
         with pytest.raises(JobNotFound):
             job_get(tenant_id=other.tenant_id, user_id=other.user_id, job_id=job.pk)
         with pytest.raises(JobNotFound):
-            job_decide(tenant_id=other.tenant_id, user_id=other.user_id, job_id=job.pk, action="approve")
+            job_decide_pending(
+                tenant_id=other.tenant_id, user_id=other.user_id, job_id=job.pk, action="approve"
+            )
         with pytest.raises(JobNotFound):
             job_cancel(tenant_id=other.tenant_id, user_id=other.user_id, job_id=job.pk)
     # The owner's id in the other tenant is not the owner's job either.

@@ -3,9 +3,9 @@ from __future__ import annotations
 import pytest
 
 from jobs.models import Job, JobState
-from jobs.services import job_decide, job_start
+from jobs.services import job_start
 from research.models import LibraryPaper
-from tests.jobs.support import steps_run
+from tests.jobs.support import job_decide_pending, steps_run
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -31,15 +31,15 @@ def test_literature_search_on_the_library_runs_to_completion(owner, settings):
     job.refresh_from_db()
     assert job.state == JobState.WAITING
     assert job.checkpoint_kind == "plan"
-    job_decide(tenant_id=owner.tenant_id, user_id=owner.user_id, job_id=job.pk, action="approve")
+    job_decide_pending(tenant_id=owner.tenant_id, user_id=owner.user_id, job_id=job.pk, action="approve")
     steps_run()
     job.refresh_from_db()
     assert job.checkpoint_kind == "screening", job.error
     assert [c["title"] for c in (job.checkpoint or {})["candidates"]] == ["Attention is all you need"]
-    job_decide(tenant_id=owner.tenant_id, user_id=owner.user_id, job_id=job.pk, action="approve")
+    job_decide_pending(tenant_id=owner.tenant_id, user_id=owner.user_id, job_id=job.pk, action="approve")
     job.refresh_from_db()
     assert job.checkpoint_kind == "final"
-    job_decide(tenant_id=owner.tenant_id, user_id=owner.user_id, job_id=job.pk, action="approve")
+    job_decide_pending(tenant_id=owner.tenant_id, user_id=owner.user_id, job_id=job.pk, action="approve")
     job = Job.objects.get(pk=job.pk)
     assert job.state == JobState.COMPLETE
     assert (job.result or {})["paper_count"] == 1

@@ -18,9 +18,10 @@ from django.test import Client
 from django.utils import timezone
 
 from accounts.models import Membership
+from jobs.checkpoints import checkpoint_name
 from jobs.models import Job, JobDecision, JobState
 from portal.research_forms import STALE_FORM, UNKNOWN_BUTTON
-from portal.research_views import CHOOSE_TENANT, NO_WRITABLE_TENANT, VIEWER_REFUSED
+from portal.research_views import CHOOSE_TENANT, DECIDED, DECIDED_ALREADY, NO_WRITABLE_TENANT, VIEWER_REFUSED
 from research.models import LibraryPaper
 from research.records import title_normalize
 from research.services import search_decide, search_start
@@ -82,12 +83,21 @@ def _at(job: Job, kind: str) -> Job:
 
 
 def _decide(browser: Client, job: Job, kind: str, decision: str, **fields: object):
-    return browser.post(f"{LIST}{job.pk}/decide/", {"checkpoint": kind, "decision": decision, **fields})
+    """Posts the form of the page that showed ``kind``: the checkpoint's name at the job's iteration."""
+    job.refresh_from_db()
+    name = checkpoint_name(kind=kind, iteration=job.iteration)
+    return browser.post(f"{LIST}{job.pk}/decide/", {"checkpoint": name, "decision": decision, **fields})
 
 
 def _screening(owner) -> Job:
     job = _at(_start(owner), "plan")
-    search_decide(tenant_id=owner.tenant_id, user_id=owner.user_id, session_id=job.pk, action="approve")
+    search_decide(
+        tenant_id=owner.tenant_id,
+        user_id=owner.user_id,
+        session_id=job.pk,
+        action="approve",
+        checkpoint="plan-0",
+    )
     return _at(job, "screening")
 
 
@@ -371,6 +381,33 @@ def test_approve_all_and_the_plan_s_approve_and_reject(browser, owner, library):
     assert other.state == JobState.CANCELLED
 
 
+def test_approve_all_posted_four_times_approves_the_screening_once_and_never_the_final(
+    browser, owner, library
+):
+    job = _screening(owner)
+    form = {"checkpoint": "screening-1", "decision": "approve"}
+    answers = []
+    for _ in range(4):  # the worker moves on between the posts, as it does between impatient clicks
+        answers.append(browser.post(f"{LIST}{job.pk}/decide/", form, follow=True))
+        steps_run()
+    assert [answer.status_code for answer in answers] == [200] * 4
+    assert DECIDED in _text(answers[0].content.decode())
+    assert all(DECIDED_ALREADY in _text(answer.content.decode()) for answer in answers[1:])
+    job.refresh_from_db()
+    assert (job.state, job.checkpoint_kind, job.iteration) == (JobState.WAITING, "final", 2)
+    assert [(d.checkpoint_kind, d.action) for d in job.decisions.all()] == [
+        ("plan", "approve"),
+        ("screening", "approve"),
+    ]
+    # A different decision for the screening, from a page left open, is refused and says where the job is.
+    stale = browser.post(f"{LIST}{job.pk}/decide/", {"checkpoint": "screening-1", "decision": "keep"})
+    assert stale.status_code == 422
+    assert (
+        "Checkpoint 'screening-1' was already decided (approve); the job now waits at checkpoint 'final-2'."
+        in (_text(stale.content.decode()))
+    )
+
+
 def test_reject_and_refine_searches_again_with_the_new_terms(browser, owner, library):
     job = _screening(owner)
     assert _decide(browser, job, "screening", "refine", terms="align", year_from="2014").status_code == 302
@@ -409,14 +446,18 @@ def test_an_export_of_an_incomplete_search_is_refused_on_its_page(browser, owner
         ({"decision": "approve", "note": "a\x00b"}, "note"),
         ({"decision": "approve", "note": "n" * 2001}, "note is longer than 2000 characters."),
         ({"decision": "explode"}, UNKNOWN_BUTTON),
-        ({"decision": "approve", "checkpoint": "final"}, STALE_FORM.format(posted="final", current="plan")),
+        (
+            {"decision": "approve", "checkpoint": "final-0"},
+            "Checkpoint 'final-0' is not the one pending: the job waits at checkpoint 'plan-0'",
+        ),
+        ({"decision": "approve", "checkpoint": "plan"}, STALE_FORM),
     ],
 )
 def test_a_refused_plan_decision_re_renders_the_form_with_the_kind_s_message(
     browser, owner, kind_fields, message
 ):
     job = _at(_start(owner), "plan")
-    fields = {"checkpoint": "plan", **kind_fields}
+    fields = {"checkpoint": "plan-0", **kind_fields}
     response = browser.post(f"{LIST}{job.pk}/decide/", fields)
 
     assert response.status_code == 422
@@ -438,7 +479,7 @@ def test_invalid_utf_8_in_a_form_is_read_as_replacement_characters_never_a_500(b
     assert Job.objects.exclude(pk=job.pk).get().input["query"].startswith("ok\ufffd")
     decided = browser.post(
         f"{LIST}{job.pk}/decide/",
-        "checkpoint=plan&decision=edit&terms=a%ED%A0%80&sources=library&max_results=%FF&note=%C0",
+        "checkpoint=plan-0&decision=edit&terms=a%ED%A0%80&sources=library&max_results=%FF&note=%C0",
         content_type=raw,
     )
     assert decided.status_code == 422

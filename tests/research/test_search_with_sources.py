@@ -12,10 +12,10 @@ from pytest_django.fixtures import Settings
 
 from accounts.models import Membership
 from jobs.models import Job, JobState
-from jobs.services import job_decide, job_start
+from jobs.services import job_start
 from research.bibtex import library_import_bibtex
 from research.exports import export_render
-from tests.jobs.support import steps_run
+from tests.jobs.support import job_decide_pending, steps_run
 from tests.research.replay_server import ReplayServer
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -49,7 +49,7 @@ def test_a_search_across_sources_merges_reports_failures_and_resolves_added_dois
     ids: dict[str, Any] = {"tenant_id": owner.tenant_id, "user_id": owner.user_id}
     job = job_start(**ids, kind="literature_search", job_input={"query": "attention", "max_results": 20})
     steps_run()
-    job_decide(**ids, job_id=job.pk, action="approve")
+    job_decide_pending(**ids, job_id=job.pk, action="approve")
     steps_run()
 
     job = _job(job)
@@ -64,7 +64,7 @@ def test_a_search_across_sources_merges_reports_failures_and_resolves_added_dois
     assert len(checkpoint["candidates"]) == 5
 
     server.set_mode("crossref", "ok")
-    job_decide(
+    job_decide_pending(
         **ids, job_id=job.pk, action="edit", data={"keep": ["p1"], "add_dois": ["10.1109/CVPR.2016.90"]}
     )
     steps_run()
@@ -77,7 +77,7 @@ def test_a_search_across_sources_merges_reports_failures_and_resolves_added_dois
     ]
     assert papers[1]["sources"] == ["crossref"]
 
-    job_decide(**ids, job_id=job.pk, action="approve")
+    job_decide_pending(**ids, job_id=job.pk, action="approve")
     job = _job(job)
     assert job.state == JobState.COMPLETE
     bibtex = export_render(result=job.result or {}, fmt="bibtex")

@@ -10,7 +10,7 @@ from asgiref.sync import sync_to_async
 from mcp.server.mcpserver.exceptions import ToolError
 
 from jobs.errors import JOB_NOT_FOUND
-from jobs.models import Job, JobState
+from jobs.models import Job, JobDecision, JobState
 from research import services
 from tests.research.tool_support import StepsPump, library_fill, tool_call
 from tests.support.workflow_support import identity_for
@@ -89,13 +89,22 @@ async def test_a_decision_while_the_job_runs_finds_no_pending_checkpoint(alice, 
     assert (error["code"], error["reason"]) == (-32602, "no_pending_checkpoint")
 
 
-async def test_a_decision_on_a_complete_job_is_refused_as_already_complete(alice):
+async def test_the_same_decision_on_a_complete_job_is_answered_again_and_another_is_refused(alice):
     session_id = await _at_plan(alice)
     with StepsPump():
         for _ in range(3):
             call = await tool_call(alice, "decide", session_id=session_id, action="approve")
     assert call.structured["result"]["paper_count"] == 4
-    error = _error(await tool_call(alice, "decide", session_id=session_id, action="approve"))
+    # The same approval again is answered as the first was, and nothing more is stored.
+    again = await tool_call(alice, "decide", session_id=session_id, action="approve")
+    assert again.structured["result"] == call.structured["result"]
+    assert again.structured["message"].startswith(
+        "Your identical decision at checkpoint 'final-2' was already"
+    )
+    named = await tool_call(alice, "decide", session_id=session_id, action="approve", checkpoint="final-2")
+    assert named.structured["result"] == call.structured["result"]
+    assert await JobDecision.objects.filter(job_id=session_id).acount() == 3
+    error = _error(await tool_call(alice, "decide", session_id=session_id, action="edit", data={"keep": []}))
     assert (error["code"], error["reason"]) == (-32602, "already_complete")
     error = _error(await tool_call(alice, "cancel_session", session_id=session_id))
     assert error["reason"] == "already_complete"

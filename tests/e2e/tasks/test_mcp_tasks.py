@@ -27,6 +27,7 @@ from pydantic import ValidationError
 
 from accounts.models import Membership, Role
 from core.models import AuditAction, AuditEvent
+from jobs.checkpoints import checkpoint_pending
 from jobs.models import Job, JobState
 from research.models import LibraryPaper
 from research.services import search_decide, search_start
@@ -148,10 +149,16 @@ async def caller_of(server, jobs_worker, committed, tenant_toolset):
         await raw.aclose()
 
 
+def _decide_shown(**decision: Any) -> None:
+    """As the research page decides: naming the checkpoint it showed, the one pending now."""
+    pending = checkpoint_pending(Job.objects.get(pk=decision["session_id"]))
+    search_decide(checkpoint=pending, **decision)
+
+
 def _decide(committed, caller: Caller, task_id: str, action: str = "approve") -> None:
     membership = caller.membership
     committed(
-        search_decide,
+        _decide_shown,
         tenant_id=membership.tenant_id,
         user_id=membership.user_id,
         session_id=task_id,
