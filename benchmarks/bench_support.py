@@ -64,6 +64,8 @@ def bench_env(*, public: str, name: str, **overrides: str) -> dict[str, str]:
         "REDIS_URL": os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/0"),
         "RATE_LIMIT_KEY_PREFIX": f"gatehouse-bench-{name}-" + secrets.token_hex(4),
         "RATE_LIMIT_TOOL": "none",
+        # Every simulated client is alice: a session each.
+        "MCP_SESSIONS_PER_PERSON": "1000000",
         "RATE_LIMIT_TOOL_EXPENSIVE": "none",
         "RATE_LIMIT_RESOURCE_READ": "none",
         "MCP_SESSION_PURGE_INTERVAL_SECONDS": "0",

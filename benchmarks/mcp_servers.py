@@ -73,6 +73,8 @@ def shipped_env(*, database_url: str, public: str, **overrides: str) -> dict[str
         "DEMO_PASSWORD": "benchmark-password",
         "REDIS_URL": os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/0"),
         "RATE_LIMIT_TOOL": "100000000/minute",
+        # Every simulated client is the same person: a session each.
+        "MCP_SESSIONS_PER_PERSON": "1000000",
         "RATE_LIMIT_KEY_PREFIX": "gatehouse-bench-" + secrets.token_hex(4),
         "GATEHOUSE_COUNT_QUERIES": "true",
         **overrides,

@@ -401,6 +401,9 @@ GATEHOUSE: dict[str, Any] = {
     # Standalone GET /mcp streams one person may hold open on one server process; a further one is
     # refused with 429 (each holds a connection and a task for as long as it is open).
     "MCP_STREAMS_PER_PERSON": env_int("MCP_STREAMS_PER_PERSON", default=10, minimum=1),
+    # Live (not ended, not idle) handshake-era sessions one person may hold, all clients together:
+    # enough for every client a person runs, not for a script opening them in a loop.
+    "MCP_SESSIONS_PER_PERSON": env_int("MCP_SESSIONS_PER_PERSON", default=50, minimum=1),
     # A rotated refresh token presented again this soon is a parallel or retried refresh (it gets a
     # new pair); later, it is a replay, and its whole token family is revoked.
     "OAUTH_REFRESH_GRACE_SECONDS": env_int("OAUTH_REFRESH_GRACE_SECONDS", default=30, minimum=0),

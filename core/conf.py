@@ -112,6 +112,7 @@ class GatehouseSettings:
     MCP_SESSION_RETENTION_SECONDS = _Setting(_int)
     MCP_SESSION_PURGE_INTERVAL_SECONDS = _Setting(_int)
     MCP_STREAMS_PER_PERSON = _Setting(_int)
+    MCP_SESSIONS_PER_PERSON = _Setting(_int)
     MCP_TOOLSET_CACHE_SECONDS = _Setting(_int)
     MCP_IDENTITY_CACHE_SECONDS = _Setting(_int)
     MCP_DB_POOL_SIZE = _Setting(_int)

@@ -132,6 +132,18 @@ class RateLimited(GatehouseError):
         )
 
 
+class TooManyOpen(GatehouseError):
+    """One person holds as many open streams or sessions as a setting allows: closing one lets
+    the next in (the same error as a standalone stream's, -32000 with HTTP 429)."""
+
+    jsonrpc_code = -32000
+    http_status = 429
+    api_code = "too_many_open"
+
+    def __init__(self, message: str, *, reason: str, limit: int) -> None:
+        super().__init__(message, data={"reason": reason, "limit": limit})
+
+
 class Conflict(GatehouseError):
     """Something else holds what this request needs (a turn already running in the same MCP
     session, on any worker). The data says when to retry (``retryAfterSeconds``)."""

@@ -23,9 +23,9 @@ from django.utils import timezone
 
 from core.audit.trail import audit_record
 from core.conf import gatehouse_settings
-from core.errors import InvalidInput
+from core.errors import InvalidInput, TooManyOpen
 from core.identity import Identity
-from core.models import AuditAction
+from core.models import AuditAction, AuditOutcome
 from core.text_safety import text_unstorable_reason
 from mcp_gateway.models import (
     CLIENT_NAME_MAX_LENGTH,
@@ -36,6 +36,10 @@ from mcp_gateway.models import (
 )
 
 TOUCH_INTERVAL = timedelta(seconds=60)
+SESSIONS_PER_PERSON = "sessions_per_person"
+TOO_MANY_SESSIONS = (
+    "This person has too many open sessions; end one (DELETE it, or on the sessions page) first."
+)
 RELAYED_MESSAGE_LIFETIME = timedelta(hours=1)
 
 
@@ -75,6 +79,7 @@ def session_open(
     # columns' lengths (session_client_check has already refused what cannot be stored at all).
     client_name = client_name[:CLIENT_NAME_MAX_LENGTH]
     client_version = client_version[:CLIENT_VERSION_MAX_LENGTH]
+    _sessions_per_person_check(identity=identity)
     with transaction.atomic():
         session = McpSession.objects.create(
             id=session_id,
@@ -110,6 +115,27 @@ class LiveSession:
     client_name: str = ""
     client_version: str = ""
     client_capabilities: dict[str, Any] = field(default_factory=dict)
+
+
+def _sessions_per_person_check(*, identity: Identity) -> None:
+    """Refuse a session past the person's bound of live ones (``MCP_SESSIONS_PER_PERSON``), with
+    its audit row: sessions one at a time are cheap, a loop of them fills the table."""
+    limit = gatehouse_settings.MCP_SESSIONS_PER_PERSON
+    live = McpSession.objects.filter(
+        user_id=identity.user_id,
+        terminated_at__isnull=True,
+        last_seen__gt=timezone.now() - _idle_limit(),
+    )[:limit].count()
+    if live < limit:
+        return
+    audit_record(
+        action=AuditAction.RATE_LIMITED,
+        outcome=AuditOutcome.DENIED,
+        identity=identity,
+        target="initialize",
+        detail={"reason": SESSIONS_PER_PERSON, "limit": limit},
+    )
+    raise TooManyOpen(TOO_MANY_SESSIONS, reason=SESSIONS_PER_PERSON, limit=limit)
 
 
 def session_is_idle(*, session: LiveSession, now: datetime) -> bool:

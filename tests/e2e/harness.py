@@ -143,6 +143,9 @@ class DaphneServer:
             "RATE_LIMIT_AUTHORIZE": "none",
             "RATE_LIMIT_LOGIN": "none",
             "RATE_LIMIT_REGISTER": "none",
+            # A module's tests open many sessions as the same demo person and end few of them
+            # (tests/mcp_gateway/test_sessions_per_person.py tests the bound itself).
+            "MCP_SESSIONS_PER_PERSON": "1000000",
             # Each test looks for its own refusal's row: with counting on, a refusal of the same key
             # by another test earlier in the minute would hold it back. The counting has its own
             # server (tests/e2e/audit/test_audit_no_call_missing.py).

@@ -63,7 +63,12 @@ def test_a_waiting_tasks_result_is_the_pending_checkpoint():
     job = _job(JobState.WAITING, checkpoint_kind="plan", checkpoint={"summary": "Terms", "terms": ["a"]})
     result = task_result(job=job)
     assert not result.get("isError")
-    assert result["structuredContent"]["checkpoint"] == {"kind": "plan", "summary": "Terms", "terms": ["a"]}
+    assert result["structuredContent"]["checkpoint"] == {
+        "id": "plan-0",
+        "kind": "plan",
+        "summary": "Terms",
+        "terms": ["a"],
+    }
 
 
 def test_the_wire_task_keeps_a_null_ttl_and_leaves_out_an_empty_message():
