@@ -24,6 +24,7 @@ from conversations.summaries import conversation_summary_write
 from conversations.turn_lock import turn_lock_release, turn_lock_take
 from core.db import db_call
 from core.errors import GatehouseError, NotFound, PermissionDenied, Unavailable
+from core.identity import Identity
 from language_models.selectors import ModelConfig, NoModelConfigured, language_model_for_tenant
 from mcp_gateway.kernel.registry import default_registry, tool
 from mcp_gateway.kernel.tool_results import tool_result
@@ -32,7 +33,13 @@ from workflows.catalogue import CommandInfo, commands_visible, workflow_view
 from workflows.scopes import SCOPE_WORKFLOWS_AGENT, SCOPE_WORKFLOWS_READ
 from workflows.turns import LOCK_MARGIN_SECONDS, bound_caller, caller_of
 
-OTHER_PERSON = "An OAuth token speaks for one person: user_id must be your own ({user_id}) or left out."
+OTHER_PERSON = (
+    "An OAuth token speaks for one person: user_id must be your own ({user_id}, or your username), "
+    "or left out."
+)
+# What clients written for the FastWorkflow contract send when their person gave none.
+FASTWORKFLOW_DEFAULT_USER = "default_user"
+USER_ID_MAX_CHARS = 150
 CONVERSATION_UNKNOWN = "No such conversation of yours in this tenant."
 DERIVED_NOTE = (
     "No language model wrote this: the topic and summary were derived from the conversation's turns"
@@ -130,6 +137,18 @@ def _parse_conversation_id(value: str | None) -> uuid.UUID | None:
         raise NotFound(CONVERSATION_UNKNOWN, data={"conversation_id": value[:64]}) from None
 
 
+def _names_the_caller(user_id: int | str | None, *, identity: Identity) -> bool:
+    """Whether ``user_id`` names the token's person: left out, their id (a number, or its ASCII
+    digits), their username, or FastWorkflow's default user."""
+    if user_id is None or user_id == FASTWORKFLOW_DEFAULT_USER:
+        return True
+    if isinstance(user_id, int):
+        return user_id == identity.user_id
+    if user_id.isascii() and user_id.isdigit():
+        return int(user_id) == identity.user_id
+    return user_id == identity.username
+
+
 @tool(
     name="initialize",
     title="Start working with the workflow",
@@ -143,14 +162,22 @@ def _parse_conversation_id(value: str | None) -> uuid.UUID | None:
 )
 async def initialize(
     ctx: Context,
-    user_id: Annotated[int | None, Field(description="Your own user id; defaults to the token's.")] = None,
+    user_id: Annotated[
+        int | Annotated[str, Field(max_length=USER_ID_MAX_CHARS)] | None,
+        Field(
+            description=(
+                "Your own user id (a number, or your username; FastWorkflow clients' "
+                f"{FASTWORKFLOW_DEFAULT_USER!r} means you too); defaults to the token's."
+            )
+        ),
+    ] = None,
     conversation_id: Annotated[
         str | None, Field(max_length=64, description="A conversation of yours to continue.")
     ] = None,
 ) -> Annotated[CallToolResult, InitializeAnswer]:
     caller = caller_of(ctx)
     identity = caller.identity
-    if user_id is not None and user_id != identity.user_id:
+    if not _names_the_caller(user_id, identity=identity):
         raise PermissionDenied(OTHER_PERSON.format(user_id=identity.user_id), data={"reason": "other_person"})
     try:
         wanted = _parse_conversation_id(conversation_id)

@@ -116,6 +116,32 @@ async def test_initialize_with_and_without_user_id(gateway_server):
     assert "one person" in refused.error.message
 
 
+async def test_initialize_takes_a_fastworkflow_clients_string_user_id_naming_the_caller(gateway_server):
+    """FastWorkflow clients send user_id as a string ("default_user" unless their person gave one):
+    the caller's username, id as digits, or that default name the caller; anyone else is refused."""
+    async with sdk_client(gateway_server, Person("alice")) as (client, _):
+        whoami = _structured(await client.call_tool("whoami", {}))
+        accepted = [
+            _structured(await client.call_tool("initialize", {"user_id": user_id}))["conversation_id"]
+            for user_id in ("default_user", "alice", str(whoami["user"]["id"]))
+        ]
+        refusals = [
+            await _error(client.call_tool("initialize", {"user_id": user_id}))
+            for user_id in (
+                "bob",
+                "alice\u200b",
+                "\u0661",
+                "alice\x00",
+                " alice",
+                str(whoami["user"]["id"] + 1000),
+            )
+        ]
+        too_long = await _error(client.call_tool("initialize", {"user_id": "a" * 151}))
+    assert len(set(accepted)) == 1
+    assert [refused.error.code for refused in refusals] == [-32001] * 6
+    assert too_long.error.code == -32602
+
+
 async def test_a_new_session_continues_the_last_conversation(gateway_server):
     async with sdk_client(gateway_server, Person("alice")) as (client, _):
         first = _structured(await client.call_tool("initialize", {}))
