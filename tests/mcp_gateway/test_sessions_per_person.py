@@ -4,7 +4,6 @@ nothing is stored for it. Ended and idle sessions free their places; colleagues 
 
 from __future__ import annotations
 
-import json
 from datetime import timedelta
 
 import httpx
@@ -19,6 +18,7 @@ from core.models import AuditAction, AuditEvent
 from mcp_gateway.kernel.identity_cache import identity_cache
 from mcp_gateway.kernel.sessions import TOO_MANY_SESSIONS, session_new_id, session_open, session_terminate
 from mcp_gateway.models import McpSession, TerminationReason
+from tests.e2e.raw_mcp import initialize_body, sse_messages
 from tests.support.factories import AccessTokenFactory, MembershipFactory, UserFactory
 from tests.support.identity_cache_support import identity_cache_stop
 from tests.support.workflow_support import identity_for
@@ -93,27 +93,14 @@ async def test_a_client_past_the_bound_gets_the_error_on_initialize_and_no_sessi
     token = await sync_to_async(AccessTokenFactory)(
         membership=owner, scope="mcp:read mcp:write", resource=[settings.MCP_RESOURCE_URL]
     )
-    body = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "initialize",
-        "params": {
-            "protocolVersion": "2025-11-25",
-            "capabilities": {},
-            "clientInfo": {"name": "loop", "version": "1"},
-        },
-    }
+    body = initialize_body()
     headers = {"accept": "application/json, text/event-stream", "authorization": f"Bearer {token.token}"}
     async with httpx.AsyncClient(
         transport=httpx.ASGITransport(app=in_process_endpoint), base_url=settings.PUBLIC_URL
     ) as client:
         answers = [await client.post(settings.MCP_PATH, json=body, headers=headers) for _ in range(4)]
     assert ["mcp-session-id" in answer.headers for answer in answers] == [True, True, True, False]
-    refused = answers[-1]
-    text = refused.text
-    message = (
-        json.loads(text[text.index("{") :].splitlines()[0]) if text.startswith("event") else refused.json()
-    )
+    [message] = sse_messages(answers[-1])
     assert message["error"] == {
         "code": -32000,
         "message": TOO_MANY_SESSIONS,
