@@ -17,7 +17,7 @@ text of their result.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from mcp_types import CallToolResult, TextContent
@@ -65,12 +65,9 @@ def structured_text(
 def rows_within(*, rows: Sequence[Any], max_bytes: int) -> int:
     """How many of ``rows``, from the first, fit in ``max_bytes`` of JSON with every character
     outside ASCII escaped (the most any encoder of the answer can make of them)."""
-    used = 2  # the list's brackets
-    for shown, row in enumerate(rows):
-        used += len(json.dumps(row, separators=(",", ":"))) + (1 if shown else 0)
-        if used > max_bytes:
-            return shown
-    return len(rows)
+    return _rows_fitting(
+        rows=rows, used=2, max_bytes=max_bytes, size=lambda row: len(json.dumps(row, separators=(",", ":")))
+    )
 
 
 def _rows_that_fit(*, structured: dict[str, Any], rows: list[Any], max_bytes: int) -> int | None:
@@ -78,13 +75,17 @@ def _rows_that_fit(*, structured: dict[str, Any], rows: list[Any], max_bytes: in
     used = _size(_dumps({**structured, ROWS_KEY: []}))
     if used > max_bytes:
         return None
-    shown = 0
-    for row in rows:
-        used += _size(_dumps(row)) + (1 if shown else 0)
+    return _rows_fitting(rows=rows, used=used, max_bytes=max_bytes, size=lambda row: _size(_dumps(row)))
+
+
+def _rows_fitting(*, rows: Sequence[Any], used: int, max_bytes: int, size: Callable[[Any], int]) -> int:
+    """How many of ``rows``, from the first, fit when ``used`` bytes are spent already: each row's
+    ``size`` plus the comma before every row but the first."""
+    for shown, row in enumerate(rows):
+        used += size(row) + (1 if shown else 0)
         if used > max_bytes:
-            break
-        shown += 1
-    return shown
+            return shown
+    return len(rows)
 
 
 def _dumps(value: Any) -> str:
