@@ -70,12 +70,10 @@ def job_start(
 
 @dataclass(frozen=True)
 class Decided:
-    """The job as it stands after a decision: ``decision_id`` the decision stored, or the earlier,
-    identical one this call repeats (then ``repeat_of`` names that decision's checkpoint, and
-    nothing was stored)."""
+    """The job as it stands after a decision; ``repeat_of`` names the checkpoint of the earlier,
+    identical decision this call repeated, when it stored nothing."""
 
     job: Job
-    decision_id: int
     repeat_of: str | None = None
 
 
@@ -116,12 +114,12 @@ def job_decide(
         else:
             named = checkpoint_shown_before(job=job, arrived=time.time() if arrived is None else arrived)
         if named is None or named != pending:
-            earlier = _repeated(
+            _repeat_check(
                 job=job, user_id=user_id, named=named, pending=pending, action=action, data=stored_data
             )
-            return Decided(job=job, decision_id=earlier.pk, repeat_of=named)
+            return Decided(job=job, repeat_of=named)
         outcome = job_kind_get(job.kind).decide(job=job_view(job), action=action, data=data)
-        decision = JobDecision.objects.create(
+        JobDecision.objects.create(
             job=job,
             user_id=user_id,
             iteration=job.iteration,
@@ -132,14 +130,14 @@ def job_decide(
             channel=channel,
         )
         _apply_decision(job=job, outcome=outcome)
-    return Decided(job=job, decision_id=decision.pk)
+    return Decided(job=job)
 
 
 def _same(decision: JobDecision, *, user_id: int, action: str, data: dict[str, Any] | None) -> bool:
     return (decision.user_id, decision.action, decision.data) == (user_id, action, data)
 
 
-def _repeated(
+def _repeat_check(
     *,
     job: Job,
     user_id: int,
@@ -147,15 +145,15 @@ def _repeated(
     pending: str | None,
     action: str,
     data: dict[str, Any] | None,
-) -> JobDecision:
-    """The decision stored for ``named`` that this one repeats; otherwise raises the refusal that
-    says where the job is."""
+) -> None:
+    """Returns when this decision repeats the one stored for ``named``; otherwise raises the
+    refusal that says where the job is."""
     parsed = checkpoint_parse(named) if named is not None else None
     if parsed is not None:
         kind, iteration = parsed
         earlier = JobDecision.objects.filter(job=job, checkpoint_kind=kind, iteration=iteration).first()
         if earlier is not None and _same(earlier, user_id=user_id, action=action, data=data):
-            return earlier
+            return
         if earlier is not None and not job.is_finished:
             raise errors.checkpoint_decided(
                 checkpoint=named or "", action=earlier.action, now=_where(job, pending)
