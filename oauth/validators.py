@@ -56,6 +56,8 @@ TENANT_ATTRIBUTE = "gatehouse_tenant_id"
 # What an exchange issued, for the used code to remember (``invalidate_authorization_code``).
 TOKEN_FAMILY_ATTRIBUTE = "gatehouse_token_family"
 ACCESS_CHECKSUM_ATTRIBUTE = "gatehouse_access_checksum"
+# The grant as validate_code found it, for the checks of the same exchange (``_grant_seen``).
+GRANT_SEEN_ATTRIBUTE = "gatehouse_grant_seen"
 PKCE_S256_REQUIRED = 'PKCE with code_challenge_method "S256" is required.'
 ACCOUNT_INACTIVE = "The account this grant belongs to is deactivated."
 NOT_A_MEMBER = "The person this grant belongs to is no longer a member of its tenant."
@@ -103,31 +105,45 @@ class TenantOAuth2Validator(OAuth2Validator):
                 # RFC 6749 4.1.2: a code presented twice ends what its first exchange issued.
                 code_replay_revoke(used=used)
             return False
-        tenant_id = (
-            Grant.objects.filter(code=checksum, application=client)
-            .values_list("tenant_id", flat=True)
-            .first()
-        )
-        if tenant_id is None:
+        grant = Grant.objects.filter(code=checksum, application=client).first()
+        if grant is None:
             return False
-        self._require_member(user=request.user, tenant_id=tenant_id, request=request)
-        setattr(request, TENANT_ATTRIBUTE, tenant_id)
+        self._require_member(user=request.user, tenant_id=grant.tenant_id, request=request)
+        setattr(request, TENANT_ATTRIBUTE, grant.tenant_id)
+        # A parallel exchange of the same code may delete the grant from here on; the checks
+        # that follow answer from this copy, so the loser reaches the replay path (a 400 from
+        # invalidate_authorization_code) instead of a missing row.
+        setattr(request, GRANT_SEEN_ATTRIBUTE, grant)
         return True
 
+    @staticmethod
+    def _grant_seen(*, code: str, client: Any, request: Any) -> Grant:
+        """The grant ``validate_code`` accepted for this code. Without one the exchange is
+        refused (never answered as "no PKCE challenge")."""
+        grant = getattr(request, GRANT_SEEN_ATTRIBUTE, None)
+        if grant is None or grant.code != token_checksum(code) or grant.application_id != client.pk:
+            raise errors.InvalidGrantError(request=request)
+        return grant
+
     def confirm_redirect_uri(
-        self, client_id: str, code: str, redirect_uri: str, client: Any, *args: Any, **kwargs: Any
+        self,
+        client_id: str,
+        code: str,
+        redirect_uri: str,
+        client: Any,
+        request: Any,
+        *args: Any,
+        **kwargs: Any,
     ) -> bool:
-        return bool(
-            super().confirm_redirect_uri(
-                client_id, token_checksum(code), redirect_uri, client, *args, **kwargs
-            )
-        )
+        grant = self._grant_seen(code=code, client=client, request=request)
+        return bool(grant.redirect_uri_allowed(redirect_uri))
 
     def get_code_challenge(self, code: str, request: Any) -> str | None:
-        return super().get_code_challenge(token_checksum(code), request)
+        return self._grant_seen(code=code, client=request.client, request=request).code_challenge or None
 
     def get_code_challenge_method(self, code: str, request: Any) -> str | None:
-        return super().get_code_challenge_method(token_checksum(code), request)
+        grant = self._grant_seen(code=code, client=request.client, request=request)
+        return grant.code_challenge_method or None
 
     def get_authorization_code_scopes(
         self, client_id: str, code: str, redirect_uri: str, request: Any

@@ -57,6 +57,11 @@ class TokenView(oauth2_views.TokenView):
         response = super().post(request, *args, **kwargs)
         action = AuditAction.TOKEN_REFRESHED if grant_type == "refresh_token" else AuditAction.TOKEN_ISSUED
         body = _json_body(response)
+        if body and not response.get("Content-Type", "").startswith("application/json"):
+            # oauthlib drops its JSON headers on an error raised after validation (a code that
+            # lost the race for its grant): the body is still RFC 6749's JSON error, say so.
+            response["Content-Type"] = "application/json"
+            response["Cache-Control"] = "no-store"
         issued = body.get("access_token") if response.status_code == 200 else None
         token = access_token_find(token=str(issued)) if issued else None
         if token is not None:
