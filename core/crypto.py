@@ -23,15 +23,20 @@ HKDF_INFO = b"gatehouse data source url encryption"
 UNDECRYPTABLE = "The stored secret cannot be decrypted with the current key; enter it again in the admin."
 
 
+def key_derive(*, info: bytes, length: int = 32) -> bytes:
+    """A key of its own for one purpose (``info``), derived from ``SECRET_KEY`` with HKDF: every
+    worker derives the same one, and no purpose's key says anything of another's."""
+    return HKDF(algorithm=hashes.SHA256(), length=length, salt=None, info=info).derive(
+        settings.SECRET_KEY.encode()
+    )
+
+
 def encryption_key() -> str:
     """The Fernet key in force: the configured one, or the one derived from SECRET_KEY."""
     configured = gatehouse_settings.DATA_SOURCE_ENCRYPTION_KEY
     if configured:
         return configured
-    derived = HKDF(algorithm=hashes.SHA256(), length=32, salt=None, info=HKDF_INFO).derive(
-        settings.SECRET_KEY.encode()
-    )
-    return base64.urlsafe_b64encode(derived).decode()
+    return base64.urlsafe_b64encode(key_derive(info=HKDF_INFO)).decode()
 
 
 def _fernet() -> Fernet:

@@ -2,8 +2,9 @@
 
 A change (a toolset turned on or off, an upstream server's lists, an ontology edited) is a row of
 ``ChangeEvent``. On PostgreSQL a trigger on the log sends it with ``NOTIFY`` once the write commits
-(migration 0015), to the worker holding each client's stream (``list_changes``); its id is the SSE
-event id of the standalone stream, so a client that reconnects with ``Last-Event-ID`` is told what
+(migration 0015), to the worker holding each client's stream (``list_changes``); its id, sealed for
+the tenant (``event_ids``), is the SSE event id of the standalone stream, so a client that
+reconnects with ``Last-Event-ID`` is told what
 it missed (``change_log_since``). Toolset changes are written by a trigger on their own table, so
 the admin, ``manage.py toolsets`` and SQL all count; what only Python knows (an upstream's
 notification, the URIs an ontology's edit touches) is written by ``change_record``.

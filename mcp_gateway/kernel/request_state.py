@@ -11,12 +11,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from cryptography.hazmat.primitives import hashes
-from cryptography.hazmat.primitives.kdf.hkdf import HKDF
-from django.conf import settings
 from mcp.server.context import ServerRequestContext
 from mcp.server.request_state import RequestStateSecurity
 
+from core.crypto import key_derive
 from core.errors import AuthenticationFailed
 from mcp_gateway.kernel.identity import identity_from_request
 
@@ -36,7 +34,5 @@ def _principal(ctx: ServerRequestContext[Any, Any]) -> str | None:
 def request_state_security(*, ttl_seconds: float = REQUEST_STATE_TTL_SECONDS) -> RequestStateSecurity:
     """``ttl_seconds``: how long a state this server seals stays valid (a tool task's runner, whose
     states never leave the server, keeps them as long as its tasks wait)."""
-    key = HKDF(algorithm=hashes.SHA256(), length=32, salt=None, info=HKDF_INFO).derive(
-        settings.SECRET_KEY.encode()
-    )
+    key = key_derive(info=HKDF_INFO)
     return RequestStateSecurity(keys=[key], ttl=ttl_seconds, bind_principal=_principal)

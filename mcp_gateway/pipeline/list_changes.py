@@ -49,12 +49,14 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import SubscriptionsListenRequestParams, SubscriptionsListenResult
 
 from accounts.scopes import SCOPE_READ
+from core.conf import gatehouse_settings
 from core.db import db_call, psycopg_connect_kwargs
 from core.identity import Identity
 from mcp_gateway.kernel.changes import Change, change_get, change_record, local_listeners
 from mcp_gateway.kernel.identity import identity_from_request
 from mcp_gateway.kernel.identity_cache import CHANNEL as IDENTITY_CHANNEL
 from mcp_gateway.kernel.identity_cache import KINDS as IDENTITY_KINDS
+from mcp_gateway.kernel.jsonrpc_errors import as_mcp_error
 from mcp_gateway.kernel.registry import Registry
 from mcp_gateway.kernel.task_wire_2026_07_28 import (
     EXTENSION_NOT_DECLARED,
@@ -65,6 +67,12 @@ from mcp_gateway.kernel.task_wire_2026_07_28 import (
 from mcp_gateway.kernel.tool_tasks_2026_07_28 import tool_task_runner
 from mcp_gateway.kernel.toolset_access import toolsets_cache_forget
 from mcp_gateway.models import ChangeKind, TenantToolset
+from mcp_gateway.pipeline.stream_bounds import (
+    STREAMS_PER_PERSON,
+    STREAMS_PER_TENANT,
+    PersonStreams,
+    stream_refused,
+)
 from mcp_gateway.pipeline.task_status_2026_07_28 import (
     TASK_CHANNEL,
     TASK_IDS_KEY,
@@ -84,6 +92,7 @@ MAX_BUFFERED_EVENTS = 64
 LISTEN_RETRY_SECONDS = 2.0
 LISTEN_WAIT_SECONDS = 10.0
 UNAVAILABLE = "Change notifications are unavailable right now; retry shortly."
+LISTEN_TARGET = "subscriptions/listen"
 
 ALL_EVENTS: tuple[ServerEvent, ...] = (ToolsListChanged(), PromptsListChanged(), ResourcesListChanged())
 
@@ -125,6 +134,8 @@ class ListChanges:
         self.postgres = postgres
         self._tenants: dict[int, _Tenant] = {}
         self.task_watchers = TaskWatchers()
+        # Open listen streams per person on this worker, across the tenants they belong to.
+        self._per_person = PersonStreams()
         self._listening = asyncio.Event()
         self._listener: asyncio.Task[None] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -142,29 +153,31 @@ class ListChanges:
         # can go unheard.
         await self._ready()
         task_ids = await self._task_ids(ctx, identity, params)
+        runner = tool_task_runner()
+        if runner is None:
+            task_ids = None
+        await self._bound(identity=identity, follows_tasks=task_ids is not None)
         tenant = self._tenants.setdefault(identity.tenant_id, _Tenant())
         tenant.streams += 1
         tenant.users[identity.user_id] += 1
         try:
-            runner = tool_task_runner()
-            if task_ids is None or runner is None:
-                return await tenant.handler(ctx, params)
-            if tenant.task_streams >= MAX_STREAMS_PER_TENANT:
-                raise MCPError(code=-32603, message="Subscription limit reached")
-            tenant.task_streams += 1
-            try:
-                return await task_listen(
-                    ctx,
-                    identity=identity,
-                    honored=params.notifications,
-                    task_ids=task_ids,
-                    bus=tenant.bus,
-                    watchers=self.task_watchers,
-                    runner=runner,
-                    max_buffered_events=MAX_BUFFERED_EVENTS,
-                )
-            finally:
-                tenant.task_streams -= 1
+            with self._per_person.holding(identity=identity):
+                if task_ids is None or runner is None:
+                    return await tenant.handler(ctx, params)
+                tenant.task_streams += 1
+                try:
+                    return await task_listen(
+                        ctx,
+                        identity=identity,
+                        honored=params.notifications,
+                        task_ids=task_ids,
+                        bus=tenant.bus,
+                        watchers=self.task_watchers,
+                        runner=runner,
+                        max_buffered_events=MAX_BUFFERED_EVENTS,
+                    )
+                finally:
+                    tenant.task_streams -= 1
         finally:
             tenant.streams -= 1
             tenant.users[identity.user_id] -= 1
@@ -172,6 +185,21 @@ class ListChanges:
                 del tenant.users[identity.user_id]
             if tenant.streams == 0 and self._tenants.get(identity.tenant_id) is tenant:
                 del self._tenants[identity.tenant_id]
+
+    async def _bound(self, *, identity: Identity, follows_tasks: bool) -> None:
+        """Refuse a stream past the person's bound (``stream_bounds``) or the tenant's, before its
+        acknowledgement."""
+        reason, limit = STREAMS_PER_PERSON, gatehouse_settings.MCP_STREAMS_PER_PERSON
+        if not self._per_person.full(identity=identity):
+            tenant = self._tenants.get(identity.tenant_id)
+            held = 0
+            if tenant is not None:
+                held = tenant.task_streams if follows_tasks else tenant.streams - tenant.task_streams
+            if held < MAX_STREAMS_PER_TENANT:
+                return
+            reason, limit = STREAMS_PER_TENANT, MAX_STREAMS_PER_TENANT
+        error = await stream_refused(identity=identity, target=LISTEN_TARGET, reason=reason, limit=limit)
+        raise as_mcp_error(error)
 
     async def _task_ids(
         self,

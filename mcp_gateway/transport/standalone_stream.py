@@ -5,7 +5,8 @@ subscribed to), whichever worker holds the stream and whichever made the change.
 
 Changes reach every worker through the change log's ``NOTIFY`` (``list_changes``, ``changes``); this
 module is the sink that turns them into SSE frames for this worker's streams. Each logged change's
-id is the frame's SSE id, and the stream opens with a priming frame carrying the newest id, so a
+id, sealed for the stream's tenant (``event_ids``: the log is one sequence for every tenant), is the
+frame's SSE id, and the stream opens with a priming frame carrying the newest id, so a
 client that reconnects with ``Last-Event-ID``, to this worker or another (a worker killed, a
 deploy), is told exactly what it missed (``changes.change_log_since``; "everything changed" when the
 log cannot say: a spurious notification costs one refetch, a missed one leaves a client stale).
@@ -25,7 +26,6 @@ import contextlib
 import json
 import logging
 import weakref
-from collections import Counter
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -47,11 +47,13 @@ from core.db import db_call
 from core.identity import Identity
 from core.models import AuditAction, AuditOutcome
 from mcp_gateway.kernel.changes import Change, change_log_latest, change_log_since
+from mcp_gateway.kernel.event_ids import event_id_open, event_id_seal
 from mcp_gateway.kernel.metrics import STREAMS_OPEN
 from mcp_gateway.kernel.sessions import LiveSession, session_needs_touch, session_touch
 from mcp_gateway.models import ChangeKind
 from mcp_gateway.pipeline.list_changes import ALL_EVENTS, ListChanges
 from mcp_gateway.pipeline.resource_subscriptions import resource_subscribers, resource_subscriptions_of
+from mcp_gateway.pipeline.stream_bounds import STREAMS_PER_PERSON, PersonStreams, stream_refused
 from mcp_gateway.transport.envelope import jsonrpc_error
 from mcp_gateway.transport.response_stream import PING_SECONDS, SSE_HEADERS
 from oauth.edge_refusals import edge_audit
@@ -65,7 +67,6 @@ MAX_BUFFERED_FRAMES = 256
 RETRY_MS = 1000
 
 NOT_ACCEPTABLE = "Not Acceptable: the standalone stream is text/event-stream; accept it."
-TOO_MANY = "This person has too many open streams on this server; close one first."
 UNAVAILABLE = "Change notifications are unavailable right now; retry shortly."
 # The audit row's target for what the stream refuses (its requests have no JSON-RPC method).
 STREAM_TARGET = "GET /mcp"
@@ -77,7 +78,7 @@ _METHODS: dict[type, str] = {
 }
 
 
-def _frame(event: ServerEvent, event_id: int | None) -> bytes:
+def _frame(event: ServerEvent, event_id: str | None) -> bytes:
     if isinstance(event, ResourceUpdated):
         message: dict[str, Any] = {
             "jsonrpc": "2.0",
@@ -91,15 +92,20 @@ def _frame(event: ServerEvent, event_id: int | None) -> bytes:
     return f"{head}event: message\ndata: {data}\n\n".encode()
 
 
-def _last_event_id(scope: Scope) -> int | None:
-    """The client's ``Last-Event-ID``; -1 (nothing can be said of it) for a value this server never
-    sent."""
+def _last_event_id(scope: Scope, *, tenant_id: int) -> int | None:
+    """The log position of the client's ``Last-Event-ID``; -1 (nothing can be said of it) for a
+    value this server never sent this tenant (``event_ids``)."""
     value = request_header(scope, LAST_EVENT_ID)
     if value is None or value == "":
         return None
-    if not value.isascii() or not value.isdigit() or len(value) > 18:
-        return -1
-    return int(value)
+    position = event_id_open(tenant_id=tenant_id, value=value)
+    return -1 if position is None else position
+
+
+def _sealed(change: Change) -> str | None:
+    if change.id is None:
+        return None
+    return event_id_seal(tenant_id=change.tenant_id, change_id=change.id)
 
 
 @dataclass(eq=False)
@@ -136,7 +142,7 @@ class StandaloneStreams:
         self.changes = changes
         changes.sinks.append(self)
         self._by_session: dict[str, _Stream] = {}
-        self._per_person: Counter[int] = Counter()
+        self._per_person = PersonStreams()
         _ALL.add(self)
 
     async def serve(
@@ -147,16 +153,17 @@ class StandaloneStreams:
             await jsonrpc_error(send, status=406, code=-32600, message=NOT_ACCEPTABLE)
             return
         replaced = self._by_session.get(session.id)
-        limit = gatehouse_settings.MCP_STREAMS_PER_PERSON
-        if replaced is None and self._per_person[identity.user_id] >= limit:
-            await edge_audit(
-                action=AuditAction.RATE_LIMITED,
+        if replaced is None and self._per_person.full(identity=identity):
+            refused = await stream_refused(
                 identity=identity,
                 session_id=session.id,
                 target=STREAM_TARGET,
-                detail={"reason": "streams_per_person", "limit": limit},
+                reason=STREAMS_PER_PERSON,
+                limit=gatehouse_settings.MCP_STREAMS_PER_PERSON,
             )
-            await jsonrpc_error(send, status=429, code=-32000, message=TOO_MANY)
+            await jsonrpc_error(
+                send, status=refused.http_status, code=refused.jsonrpc_code, message=refused.message
+            )
             return
         try:
             await self.changes.ready()
@@ -168,22 +175,20 @@ class StandaloneStreams:
         stream = _Stream(session_id=session.id, identity=identity)
         # Registered before the log is read: a change committed meanwhile is queued, not lost.
         self._by_session[session.id] = stream
-        self._per_person[identity.user_id] += 1
         STREAMS_OPEN.inc()
         try:
-            await self._stream(scope, receive, send, stream, session)
+            with self._per_person.holding(identity=identity):
+                await self._stream(scope, receive, send, stream, session)
         finally:
             STREAMS_OPEN.dec()
             if self._by_session.get(session.id) is stream:
                 del self._by_session[session.id]
-            self._per_person[identity.user_id] -= 1
-            if self._per_person[identity.user_id] <= 0:
-                del self._per_person[identity.user_id]
 
     async def _stream(
         self, scope: Scope, receive: Receive, send: Send, stream: _Stream, session: LiveSession
     ) -> None:
-        after = _last_event_id(scope)
+        tenant_id = stream.identity.tenant_id
+        after = _last_event_id(scope, tenant_id=tenant_id)
         try:
             latest = await db_call(change_log_latest)
             missed: list[Change] | None = []
@@ -197,11 +202,12 @@ class StandaloneStreams:
         stream.sent_up_to = latest
         await send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS})
         # The priming frame (an id, no data): where a client that has heard nothing yet resumes.
-        opening = f"retry: {RETRY_MS}\nid: {latest}\nevent: message\ndata: \n\n".encode()
+        priming = event_id_seal(tenant_id=tenant_id, change_id=latest)
+        opening = f"retry: {RETRY_MS}\nid: {priming}\nevent: message\ndata: \n\n".encode()
         if missed is None:
             opening += b"".join(_frame(event, None) for event in ALL_EVENTS)
         else:
-            opening += b"".join(_frame(event, change.id) for change, event in self._frames_of(missed))
+            opening += b"".join(_frame(event, _sealed(change)) for change, event in self._frames_of(missed))
         await send({"type": "http.response.body", "body": opening, "more_body": True})
         writer = asyncio.create_task(self._write(send, stream, session))
         gone = asyncio.create_task(_disconnected(receive))
@@ -255,13 +261,14 @@ class StandaloneStreams:
                 resource_subscribers, session_ids=[s.session_id for s in streams], uri=change.uri
             )
             streams = [s for s in streams if s.session_id in subscribed]
+        frames = [_frame(event, _sealed(change)) for event in events]
         for stream in streams:
             if change.id is not None:
                 if change.id <= stream.sent_up_to:
                     continue
                 stream.sent_up_to = change.id
-            for event in events:
-                stream.put(_frame(event, change.id))
+            for frame in frames:
+                stream.put(frame)
 
     async def identity_changed(self, *, kind: str, key: int | str) -> None:
         for stream in list(self._by_session.values()):

@@ -135,13 +135,12 @@ async def test_a_change_is_heard_with_its_id_and_a_reconnection_elsewhere_resume
         priming = await stream.next()
         assert priming.message is None
         assert priming.id is not None
-        assert priming.id.isdigit()
         _toggle(committed, alice.tenant, enabled=True)
         heard = [await stream.next(), await stream.next()]
     assert {f.message["method"] for f in heard} == {TOOLS_CHANGED, PROMPTS_CHANGED}
     first_id = heard[0].id
     assert first_id is not None
-    assert int(first_id) > int(priming.id)
+    assert first_id != priming.id
 
     # Disconnected: a change happens meanwhile; the client comes back to the other worker.
     _toggle(committed, alice.tenant, enabled=False)
@@ -149,7 +148,35 @@ async def test_a_change_is_heard_with_its_id_and_a_reconnection_elsewhere_resume
         assert (await stream.next()).message is None
         missed = [await stream.next(), await stream.next()]
     assert {f.message["method"] for f in missed} == {TOOLS_CHANGED, PROMPTS_CHANGED}
-    assert all(int(f.id) > int(first_id) for f in missed)
+    assert all(f.id not in (None, first_id) for f in missed)
+
+
+async def test_event_ids_say_nothing_of_another_tenants_changes(server, client, committed):
+    """Shown failing before: the ids were the change log's position, one sequence for every
+    tenant, and Carol's priming ids around Alice's three changes differed by exactly three."""
+    alice, carol = await client(), await client()
+    async with carol.stream(server.mcp_url) as stream:
+        before = (await stream.next()).id
+    for enabled in (True, False, True):
+        _toggle(committed, alice.tenant, enabled=enabled)
+    async with carol.stream(server.mcp_url) as stream:
+        after = (await stream.next()).id
+    assert before is not None
+    assert after is not None
+    assert not before.isdigit(), before
+    assert not after.isdigit(), after
+    # Carol resumes from before Alice's changes: none is replayed to her. Her own change comes
+    # first (a replay, or "every list changed", would come before it).
+    async with carol.stream(server.mcp_url, **{"last-event-id": before}) as stream:
+        assert (await stream.next()).message is None
+        _toggle(committed, carol.tenant, enabled=True)
+        heard = {(await stream.next()).message["method"] for _ in range(2)}
+    assert heard == {TOOLS_CHANGED, PROMPTS_CHANGED}
+    # Carol's id opens for Carol's tenant only: Alice presenting it is told every list changed.
+    async with alice.stream(server.mcp_url, **{"last-event-id": before}) as stream:
+        assert (await stream.next()).message is None
+        told = {(await stream.next()).message["method"] for _ in range(3)}
+    assert told == {TOOLS_CHANGED, PROMPTS_CHANGED, RESOURCES_CHANGED}
 
 
 @pytest.mark.parametrize(
