@@ -30,6 +30,7 @@ from mcp_gateway.pipeline.audit_trail import audit_note
 from upstreams.catalog import Catalog, Published
 from upstreams.config import UpstreamConfig
 from upstreams.downstream import ForwardedCall
+from upstreams.list_changes import ListChangeCoalescer
 from upstreams.metrics import metrics_upstream_call
 from upstreams.pool import UpstreamPool, error_describe, session_was_gone
 from upstreams.selectors import upstream_configs_async
@@ -51,23 +52,18 @@ class _LoopState:
     def __init__(self, federation: UpstreamFederation) -> None:
         self.pool = UpstreamPool(on_list_changed=self._list_changed)
         self.catalog = Catalog(pool=self.pool, federation=federation)
-        self._announcing: set[asyncio.Task[None]] = set()
+        self.coalescer = ListChangeCoalescer(announce=_announce)
 
     def _list_changed(self, config: UpstreamConfig) -> None:
         """The upstream said its tools, prompts or resources changed: drop this worker's copy, and
-        log the change, so every worker's streams of the tenant tell their clients."""
+        log the change (coalesced: ``upstreams.list_changes``), so every worker's streams of the
+        tenant tell their clients."""
         self.catalog.forget(config.key)
-        task = asyncio.get_running_loop().create_task(_announce(config))
-        self._announcing.add(task)
-        task.add_done_callback(self._announcing.discard)
+        self.coalescer.heard(config)
 
 
 async def _announce(config: UpstreamConfig) -> None:
-    try:
-        await db_call(change_record, tenant_id=config.tenant_id, kind=ChangeKind.UPSTREAM)
-    except Exception:
-        # The copy is dropped all the same; only the clients' notification is lost.
-        logger.exception("Could not log the list change of upstream %s", config.name)
+    await db_call(change_record, tenant_id=config.tenant_id, kind=ChangeKind.UPSTREAM)
 
 
 class UpstreamFederation:

@@ -236,6 +236,13 @@ async def add_tool(name: str, ctx: Context) -> str:
     return f"added {name}"
 
 
+@server.tool(description="Say that the tool list changed, count times over (at most 20,000).")
+async def flood_list_changed(count: int, ctx: Context) -> str:
+    for _ in range(max(0, min(count, 20_000))):
+        await ctx.request_context.session.send_tool_list_changed()
+    return f"sent {count}"
+
+
 @server.tool(description="A tool that fails with a message.")
 async def fail() -> str:
     raise ValueError("this tool always fails")

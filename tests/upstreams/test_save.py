@@ -26,7 +26,17 @@ from upstreams.services import upstream_remove, upstream_save, upstream_test
 
 pytestmark = pytest.mark.django_db
 
-SERVER_TOOLS = ["add_tool", "ask_model", "ask_name", "count_to", "echo", "fail", "received_headers", "sleep"]
+SERVER_TOOLS = [
+    "add_tool",
+    "ask_model",
+    "ask_name",
+    "count_to",
+    "echo",
+    "fail",
+    "flood_list_changed",
+    "received_headers",
+    "sleep",
+]
 SECRET = "hdr-s3cr3t-value-91f2"
 
 

@@ -24,6 +24,7 @@ UPSTREAM_TOOLS = {
     "ask_name",
     "ask_model",
     "add_tool",
+    "flood_list_changed",
     "fail",
 }
 

@@ -12,7 +12,9 @@ import pytest
 from mcp.shared.exceptions import MCPError
 from prometheus_client.parser import text_string_to_metric_families
 
+from accounts.models import Tenant
 from core.models import AuditAction, AuditEvent, AuditOutcome, RateLimitScope
+from mcp_gateway.models import ChangeEvent, ChangeKind
 from tests.e2e.harness import Person, free_port
 from tests.e2e.limits.test_rate_limits import (  # noqa: F401 (a fixture)
     RATE_LIMITED_CODE,
@@ -21,8 +23,9 @@ from tests.e2e.limits.test_rate_limits import (  # noqa: F401 (a fixture)
 )
 from tests.e2e.oauth_driver import minted_sdk_client
 from tests.e2e.stamping import StampingTransport, audit_events
-from tests.e2e.upstream_fixtures import remote_fields
+from tests.e2e.upstream_fixtures import remote_fields, stdio_fields
 from tests.support.upstream_support import upstream_row
+from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.django_db
 
@@ -148,3 +151,34 @@ async def test_metrics_count_forwarded_calls_and_their_latency_per_upstream(serv
     assert value("gatehouse_upstream_call_seconds_count", **measured) == 4
     unmeasurable = {"upstream": "acme/unmeasurable", "method": "tools/call"}
     assert value(calls, **unmeasurable, outcome="unavailable") == 1
+
+
+async def test_an_upstreams_flood_of_list_changed_is_logged_as_a_change_or_two(server, committed):
+    """Shown failing before: each of the 500 notifications became a change-log row, a NOTIFY to
+    every worker and frames to every open stream of the tenant (nor were they counted)."""
+    # stdio: the notifications go to this row's own child's session, which no other test shares.
+    committed(upstream_row, tenant="acme", name="flooding", prefix_tools=True, **stdio_fields())
+    acme = await Tenant.objects.aget(slug="acme")
+    changes = ChangeEvent.objects.filter(tenant_id=acme.pk, kind=ChangeKind.UPSTREAM)
+    before = await changes.acount()
+    async with minted_sdk_client(committed, server, Person("alice")) as (client, _):
+        sent = await client.call_tool("flooding_flood_list_changed", {"count": 500})
+    assert not sent.is_error, sent
+
+    heard: dict[str, float] = {}
+
+    async def all_heard() -> bool:
+        samples = await _scrape(server)
+        for outcome in ("announced", "coalesced"):
+            key = frozenset({"upstream": "acme/flooding", "outcome": outcome}.items())
+            heard[outcome] = samples.get(("gatehouse_upstream_notifications_total", key), 0.0)
+        return sum(heard.values()) == 500
+
+    await eventually(all_heard, within=30, what="the 500 notifications heard")
+    assert heard["announced"] <= 3, heard
+    expected = before + int(heard["announced"])
+
+    async def logged() -> bool:
+        return await changes.acount() == expected
+
+    await eventually(logged, within=10, what="one change logged per announcement")

@@ -1,0 +1,113 @@
+"""An upstream's ``list_changed`` notifications are coalesced (``upstreams.list_changes``): a burst
+is one logged change, at most a bound of them a minute, the last never lost, the rest counted."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import replace
+
+import pytest
+
+from tests.support.waiting import eventually
+from upstreams import list_changes
+from upstreams.config import UpstreamConfig
+from upstreams.list_changes import ListChangeCoalescer
+from upstreams.metrics import UPSTREAM_NOTIFICATIONS
+
+WINDOW = 0.02
+
+FLOODER = UpstreamConfig(
+    id=901,
+    tenant_id=1,
+    tenant_slug="acme",
+    name="flooder",
+    transport="http",
+    url="http://127.0.0.1:9/mcp",
+    command="",
+    args=(),
+    cwd="",
+    connect_timeout=10,
+    call_timeout=10,
+    include=frozenset(),
+    exclude=frozenset(),
+    prefix=False,
+    scopes=frozenset(),
+    auth="none",
+    header_name="",
+    oauth_client_id="",
+    oauth_scope="",
+    pass_identity=False,
+    version="v1",
+)
+
+
+def _counted(outcome: str, config: UpstreamConfig = FLOODER) -> float:
+    # This counter's own samples: the registry's full collection reads the database.
+    wanted = {"upstream": config.label, "outcome": outcome}
+    for metric in UPSTREAM_NOTIFICATIONS.collect():
+        for sample in metric.samples:
+            if sample.name.endswith("_total") and sample.labels == wanted:
+                return sample.value
+    return 0.0
+
+
+@pytest.fixture
+def logged() -> list[UpstreamConfig]:
+    return []
+
+
+@pytest.fixture
+def coalescer(logged) -> ListChangeCoalescer:
+    async def announce(config: UpstreamConfig) -> None:
+        logged.append(config)
+
+    return ListChangeCoalescer(announce=announce, window_seconds=WINDOW, per_minute=3)
+
+
+async def test_a_burst_is_one_change_and_the_rest_is_counted(coalescer, logged):
+    """Shown failing before: every notification was logged, 10,000 rows for this burst."""
+    coalesced_before = _counted("coalesced")
+    for _ in range(10_000):
+        coalescer.heard(FLOODER)
+    await eventually(lambda: len(logged) == 1, within=5, what="the burst's one change")
+    assert _counted("coalesced") - coalesced_before == 9_999
+    # The next notification, after the window, is a change of its own.
+    coalescer.heard(FLOODER)
+    await eventually(lambda: len(logged) == 2, within=5, what="the next change")
+
+
+async def test_past_the_bound_a_change_waits_for_the_minute_and_is_not_lost(coalescer, logged, monkeypatch):
+    monkeypatch.setattr(list_changes, "MINUTE", 0.5)
+    for expected in (1, 2, 3):
+        coalescer.heard(FLOODER)
+        await eventually(lambda expected=expected: len(logged) == expected, within=5, what="a change")
+    started = asyncio.get_running_loop().time()
+    coalescer.heard(FLOODER)  # the fourth in the "minute": held back, then logged
+    await eventually(lambda: len(logged) == 4, within=5, what="the held-back change")
+    assert asyncio.get_running_loop().time() - started >= 0.3
+
+
+async def test_one_upstreams_flood_does_not_hold_back_anothers_change(coalescer, logged):
+    other = replace(FLOODER, id=902, name="quiet", tenant_id=2, tenant_slug="globex")
+    for _ in range(1_000):
+        coalescer.heard(FLOODER)
+    coalescer.heard(other)
+    await eventually(lambda: len(logged) == 2, within=5, what="both changes")
+    assert {config.name for config in logged} == {"flooder", "quiet"}
+
+
+async def test_a_failed_announcement_does_not_stop_the_next(logged):
+    calls = 0
+
+    async def announce(config: UpstreamConfig) -> None:
+        nonlocal calls
+        calls += 1
+        if calls == 1:
+            raise ConnectionError("the database went away")
+        logged.append(config)
+
+    coalescer = ListChangeCoalescer(announce=announce, window_seconds=WINDOW, per_minute=3)
+    coalescer.heard(FLOODER)
+    await eventually(lambda: calls == 1, within=5, what="the first try")
+    coalescer.heard(FLOODER)
+    await eventually(lambda: len(logged) == 1, within=5, what="the next change")
