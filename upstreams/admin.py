@@ -19,7 +19,7 @@ from django.http import HttpRequest
 
 from accounts.scopes import scope_definitions
 from core.errors import InvalidInput
-from upstreams.check import UpstreamTestResult
+from upstreams.check import UpstreamTestResult, left_out_lines
 from upstreams.models import Transport, Upstream
 from upstreams.services import upstream_remove, upstream_save, upstream_test
 
@@ -244,6 +244,7 @@ class UpstreamAdmin(admin.ModelAdmin):
             self.message_user(request, SAVED_DISABLED, messages.WARNING)
         else:
             self.message_user(request, SAVED_TESTED.format(summary=result.summary), messages.SUCCESS)
+            self._left_out(request, result)
 
     def delete_model(self, request: HttpRequest, obj: Upstream) -> None:
         upstream_remove(upstream=obj)
@@ -251,6 +252,10 @@ class UpstreamAdmin(admin.ModelAdmin):
     def delete_queryset(self, request: HttpRequest, queryset: QuerySet[Upstream]) -> None:
         for upstream in queryset:
             upstream_remove(upstream=upstream)
+
+    def _left_out(self, request: HttpRequest, result: UpstreamTestResult, *, name: str = "") -> None:
+        for line in left_out_lines(result):
+            self.message_user(request, f"{name}: {line}" if name else line, messages.WARNING)
 
     @admin.action(description="Test connection", permissions=["change"])
     def test_connection(self, request: HttpRequest, queryset: QuerySet[Upstream]) -> None:
@@ -260,6 +265,7 @@ class UpstreamAdmin(admin.ModelAdmin):
                 self.message_user(
                     request, TEST_PASSED.format(name=upstream.name, summary=result.summary), messages.SUCCESS
                 )
+                self._left_out(request, result, name=upstream.name)
             else:
                 self.message_user(
                     request, TEST_FAILED.format(name=upstream.name, error=result.error), messages.ERROR

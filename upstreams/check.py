@@ -26,6 +26,8 @@ from mcp.client.session import ClientSession
 from mcp.shared.exceptions import MCPError
 from mcp_types import CONNECTION_CLOSED, METHOD_NOT_FOUND
 
+from mcp_gateway.kernel.federated_names import DUPLICATE, SHADOWED, NamedKind, name_ledger
+from mcp_gateway.kernel.registry import default_registry
 from upstreams.catalog import upstream_lists
 from upstreams.config import UpstreamConfig, config_from_row
 from upstreams.models import AuthKind, Transport, Upstream
@@ -51,6 +53,8 @@ class UpstreamTestResult:
     resource_template_count: int = 0
     prompt_count: int = 0
     error: str | None = None
+    # Tools and prompts a client would not see, and why (``mcp_gateway.kernel.federated_names``).
+    left_out: tuple[tuple[str, str], ...] = ()
 
     @property
     def summary(self) -> str:
@@ -65,6 +69,11 @@ class UpstreamTestResult:
             if count:
                 parts.append(_count(count, noun))
         return ", ".join(parts)
+
+
+def left_out_lines(result: UpstreamTestResult) -> list[str]:
+    """One sentence per tool or prompt left out of the tenant's lists, for operators."""
+    return [f"Left out {name!r}: {why}." for name, why in result.left_out]
 
 
 def _count(n: int, noun: str) -> str:
@@ -82,9 +91,10 @@ def upstream_test(*, upstream: Upstream) -> UpstreamTestResult:
     # configuration (an OAuth token got with the previous secret, say).
     config = dataclasses.replace(config, version=f"test-{uuid.uuid4().hex}")
     total = config.connect_timeout + config.call_timeout
+    earlier = _names_listed_before(upstream)
     executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="upstream-test")
     try:
-        return executor.submit(asyncio.run, _test(config)).result(timeout=total + CLEANUP_SECONDS)
+        return executor.submit(asyncio.run, _test(config, earlier)).result(timeout=total + CLEANUP_SECONDS)
     except TimeoutError:
         # The loop did not even close in time (a transport stuck in its cleanup): answer anyway,
         # and let the thread finish on its own.
@@ -95,7 +105,20 @@ def upstream_test(*, upstream: Upstream) -> UpstreamTestResult:
         upstream_oauth_forget(key=config.key)
 
 
-async def _test(config: UpstreamConfig) -> UpstreamTestResult:
+def _names_listed_before(upstream: Upstream) -> list[str]:
+    """The tool names of the tenant's upstreams listed before this one (by name, as the lists
+    are built), as their last tests found them."""
+    rows = Upstream.objects.filter(tenant_id=upstream.tenant_id, enabled=True, name__lt=upstream.name)
+    if upstream.pk is not None:
+        rows = rows.exclude(pk=upstream.pk)
+    return [
+        str(name)
+        for names in rows.order_by("name").values_list("tool_names", flat=True)
+        for name in names or ()
+    ]
+
+
+async def _test(config: UpstreamConfig, earlier: list[str]) -> UpstreamTestResult:
     connected = False
     total = config.connect_timeout + config.call_timeout
     try:
@@ -104,7 +127,7 @@ async def _test(config: UpstreamConfig) -> UpstreamTestResult:
         with anyio.fail_after(total):
             async with session_open(config) as session:
                 connected = True
-                return await _listed(session, config)
+                return await _listed(session, config, earlier)
     except (Exception, BaseExceptionGroup) as error:
         cause = _cause(error)
         if isinstance(cause, TimeoutError | httpx2.TimeoutException):
@@ -114,16 +137,37 @@ async def _test(config: UpstreamConfig) -> UpstreamTestResult:
         return UpstreamTestResult(ok=False, error=await _describe(cause, config))
 
 
-async def _listed(session: ClientSession, config: UpstreamConfig) -> UpstreamTestResult:
+async def _listed(session: ClientSession, config: UpstreamConfig, earlier: list[str]) -> UpstreamTestResult:
     lists = await upstream_lists(session)
-    names = config.published_tools(str(tool.get("name", "")) for tool in lists.get("tool", []))
+    left_out: list[tuple[str, str]] = []
+    shown: dict[str, list[str]] = {}
+    kinds: tuple[NamedKind, ...] = ("tool", "prompt")
+    for kind in kinds:
+        ledger = name_ledger(registry=default_registry(), kind=kind)
+        for name in earlier if kind == "tool" else ():
+            ledger.take(name)
+        originals = [str(entry.get("name", "")) for entry in lists.get(kind, [])]
+        if kind == "tool":
+            originals = [name for name in originals if config.selects(name)]
+        shown[kind] = []
+        for name in dict.fromkeys(config.published(original) for original in originals if original):
+            why = ledger.left_out(name)
+            if why is None:
+                ledger.take(name)
+            if why in (None, SHADOWED, DUPLICATE):
+                # A name taken as it is: saving refuses it, naming whose it is (services).
+                shown[kind].append(name)
+            else:
+                left_out.append((name, why))
+    names = sorted(shown["tool"])
     return UpstreamTestResult(
         ok=True,
         tool_names=names,
         tool_count=len(names),
         resource_count=len(lists.get("resource", [])),
         resource_template_count=len(lists.get("resource_template", [])),
-        prompt_count=len(lists.get("prompt", [])),
+        prompt_count=len(shown["prompt"]),
+        left_out=tuple(left_out),
     )
 
 

@@ -32,6 +32,7 @@ from mcp_gateway.kernel.tool_headers import param_headers_check
 from mcp_gateway.kernel.tool_tasks_2026_07_28 import TOOL_TASK_SCOPE_KEY
 from mcp_gateway.kernel.toolset_access import toolsets_enabled_async
 from mcp_gateway.pipeline.call_policies import call_policies_check
+from mcp_gateway.pipeline.federated_entries import FederatedEntries
 
 logger = logging.getLogger(__name__)
 
@@ -95,7 +96,7 @@ class RequestGuard:
         self._validators: dict[str, Draft202012Validator] | None = None
         self._prompts: frozenset[str] | None = None
         self._finds_resource: Callable[[str], bool] | None = None
-        self._shadow_logged: set[tuple[str, str]] = set()
+        self.federated = FederatedEntries(registry)
         self._federated_validators: dict[
             tuple[str, str], tuple[dict[str, Any], Draft202012Validator | None]
         ] = {}
@@ -165,47 +166,15 @@ class RequestGuard:
     async def _federated(
         self, identity: Identity, enabled: frozenset[str], kind: Kind, name: str
     ) -> FederatedItem | None:
-        for federation in self.registry.federations(enabled=enabled):
-            item = await federation.resolve(identity=identity, kind=kind, name=name)
-            if item is not None:
-                return item
-        return None
+        return await self.federated.resolve(kind=kind, name=name, identity=identity, enabled=enabled)
 
     async def _add_federated(
         self, kind: Kind, result: dict[str, Any], identity: Identity, enabled: frozenset[str]
     ) -> None:
         entries = result.setdefault(LIST_KEYS[kind], [])
-        # Among federated entries, the first one listed wins, as ``_federated`` resolves them.
-        taken: set[str] = set()
-        for federation in self.registry.federations(enabled=enabled):
-            for item in await federation.items(identity=identity, kind=kind):
-                if self._shadowed(item):
-                    continue
-                if item.name in taken:
-                    self._log_once(item, "another upstream listed before it has the same name")
-                    continue
-                taken.add(item.name)
-                if not missing_scopes(required=item.scopes, granted=identity.scopes):
-                    entries.append(item.payload)
-
-    def _shadowed(self, item: FederatedItem) -> bool:
-        """Whether a name of the server's own takes ``item``'s, for every tenant and whatever the
-        toolset or scopes: a federated entry never stands in for a local one. Configuration refuses
-        such names; one published later is left out here, and logged once per process."""
-        if item.kind == "tool":
-            local = self.registry.get(item.name) is not None
-        elif item.kind == "prompt":
-            local = self.registry.toolset_of_prompt(item.name) is not None
-        else:
-            local = self.registry.toolset_of_resource(item.name) is not None
-        if local:
-            self._log_once(item, "Gatehouse has its own of that name")
-        return local
-
-    def _log_once(self, item: FederatedItem, why: str) -> None:
-        if (item.source, item.name) not in self._shadow_logged:
-            self._shadow_logged.add((item.source, item.name))
-            logger.warning("%s %r of upstream %r is left out: %s", item.kind, item.name, item.source, why)
+        for item in await self.federated.listed(kind=kind, identity=identity, enabled=enabled):
+            if not missing_scopes(required=item.scopes, granted=identity.scopes):
+                entries.append(item.payload)
 
     async def _enabled(self, identity: Identity) -> frozenset[str]:
         return await toolsets_enabled_async(tenant_id=identity.tenant_id, registry=self.registry)

@@ -71,7 +71,7 @@ def test_an_operator_adds_a_stdio_upstream_and_sees_what_it_publishes(client, op
         follow=True,
     )
     assert response.status_code == 200
-    assert "Connected: 6 tools, 1 resource, 1 resource template, 1 prompt." in _messages(response)
+    assert "Connected: 7 tools, 1 resource, 1 resource template, 1 prompt." in _messages(response)
     upstream = Upstream.objects.get()
     assert upstream.exclude_tools == ["fail", "sleep"]
     assert upstream.tool_names == [
@@ -80,6 +80,7 @@ def test_an_operator_adds_a_stdio_upstream_and_sees_what_it_publishes(client, op
         "docs_ask_name",
         "docs_count_to",
         "docs_echo",
+        "docs_flood_list_changed",
         "docs_received_headers",
     ]
     assert upstream.args == stdio_command()[1]
@@ -200,7 +201,7 @@ def test_the_test_action_shows_each_upstreams_count_or_error(client, operator, t
     down = upstream_row(tenant=tenant.slug, name="down", url=url)
     response = post_action(client, Upstream, "test_connection", [good, down])
     assert sorted(_messages(response)) == [
-        "docs: connected, 8 tools, 1 resource, 1 resource template, 1 prompt.",
+        "docs: connected, 9 tools, 1 resource, 1 resource template, 1 prompt.",
         f"down: could not connect to {url}: connection refused",
     ]
 

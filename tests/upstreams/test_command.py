@@ -37,7 +37,7 @@ def _stdio(*extra: str) -> list[str]:
 def test_add_connects_and_prints_the_tools(tenant, capfd):
     _add(tenant.slug, "docs", *_stdio(), "--exclude", "fail", "--prefix", "--scope", "mcp:write")
     out = capfd.readouterr().out
-    assert out.startswith(f"Added upstream 'docs' to {tenant.slug}. Connected: 7 tools: docs_add_tool, ")
+    assert out.startswith(f"Added upstream 'docs' to {tenant.slug}. Connected: 8 tools: docs_add_tool, ")
     assert out.rstrip().endswith("(and 1 resource, 1 resource template, 1 prompt)")
     upstream = Upstream.objects.get()
     assert (upstream.transport, upstream.prefix_tools, upstream.scopes) == (
@@ -228,3 +228,16 @@ def test_the_real_command_exits_1_with_a_message_and_no_traceback():
     )
     assert result.returncode == 1
     assert result.stderr.strip() == "CommandError: No tenant 'no-such-tenant'."
+
+
+def test_names_left_out_are_shown_with_the_reason(tenant, capfd):
+    """Shown failing before: the test listed all three, and the tenant's clients saw them beside
+    ``whoami`` (a Cyrillic o, a zero: each looks like it)."""
+    lookalikes = ("wh\u043eami", "wh0ami", "fine_tool")
+    extra = [arg for name in lookalikes for arg in ("--extra-tool", name)]
+    _add(tenant.slug, "lookalike", *_stdio(*extra), *[f"--include={name}" for name in lookalikes])
+    out = capfd.readouterr().out
+    assert "Connected: 1 tool: fine_tool" in out, out
+    assert "Left out 'wh\u043eami': its name is not 1 to 128 ASCII letters, digits" in out
+    assert "Left out 'wh0ami': its name looks like 'whoami', one of Gatehouse's own." in out
+    assert Upstream.objects.get().tool_names == ["fine_tool"]

@@ -130,3 +130,42 @@ async def test_the_upstream_s_list_changed_drops_gatehouse_s_copy_of_its_list(se
     # Well within the list cache's 30 s: the upstream's notification, not the time, refreshed it.
     assert after == before | {"growing_newcomer"}
     assert not called.is_error, called
+
+
+async def test_names_outside_the_set_or_looking_like_another_are_left_out_and_cannot_be_called(
+    server, committed
+):
+    """Shown failing before: the Cyrillic ``wh\u043eami``, ``wh0ami``, a name with a zero-width
+    space and ``Fine-tool`` were all listed beside ``whoami`` and ``fine_tool``, and called."""
+    lookalikes = ["wh\u043eami", "wh0ami", "who\u200bami", "fine_tool"]
+    fields = stdio_fields()
+    extra = [arg for name in lookalikes for arg in ("--extra-tool", name)]
+    committed(
+        upstream_row,
+        tenant="acme",
+        name="lookalike",
+        include_tools=lookalikes,
+        **{**fields, "args": [*fields["args"], *extra]},
+    )
+    # Listed after "lookalike" (by name): its Fine-tool looks like fine_tool.
+    committed(
+        upstream_row,
+        tenant="acme",
+        name="mimic",
+        include_tools=["Fine-tool"],
+        **{**fields, "args": [*fields["args"], "--extra-tool", "Fine-tool"]},
+    )
+    async with minted_sdk_client(committed, server, Person("alice")) as (client, _):
+        names = {tool.name for tool in (await client.list_tools()).tools}
+        refusals = []
+        for name in ("wh\u043eami", "wh0ami", "who\u200bami", "Fine-tool"):
+            with pytest.raises(MCPError) as refused:
+                await client.call_tool(name, {})
+            refusals.append(refused.value)
+        fine = await client.call_tool("fine_tool", {})
+
+    assert names == ACME_ADMIN_TOOLS | {"fine_tool"}
+    for error in refusals:
+        assert error.code == -32602, error
+        assert "Unknown tool" in str(error)
+    assert not fine.is_error, fine

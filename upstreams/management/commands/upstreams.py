@@ -14,7 +14,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from accounts.selectors import tenant_get
 from core.errors import GatehouseError
-from upstreams.check import UpstreamTestResult
+from upstreams.check import UpstreamTestResult, left_out_lines
 from upstreams.models import AuthKind, Transport, Upstream, default_scopes
 from upstreams.selectors import upstream_get, upstream_list
 from upstreams.services import upstream_remove, upstream_save, upstream_test
@@ -34,7 +34,8 @@ def tested(result: UpstreamTestResult) -> str:
     """``3 tools: a, b, c`` and the other kinds' counts."""
     line = f"{result.summary.partition(', ')[0]}: {', '.join(result.tool_names) or '(none)'}"
     others = result.summary.partition(", ")[2]
-    return f"{line} (and {others})" if others else line
+    line = f"{line} (and {others})" if others else line
+    return "\n".join([line, *left_out_lines(result)])
 
 
 class Command(BaseCommand):
