@@ -154,7 +154,8 @@ async def _listed(session: ClientSession, config: UpstreamConfig, earlier: list[
             why = ledger.left_out(name)
             if why is None:
                 ledger.take(name)
-            if why in (None, SHADOWED, DUPLICATE):
+                shown[kind].append(name)
+            elif why in (SHADOWED, DUPLICATE):
                 # A name taken as it is: saving refuses it, naming whose it is (services).
                 shown[kind].append(name)
             else:
