@@ -8,11 +8,15 @@ whole statement it is part of. Two uses:
   clear message: ``text_unstorable_reason`` says why.
 - Values recorded for the record (audit rows) must never be refused: ``storable`` replaces each
   such character with a visible escape (``\\u0000``, ``\\ud800``) and says whether it did.
+
+And text from outside (a model, a literature source, an upstream) that is shown to people or
+exported also loses the invisible characters that reorder or hide text: ``text_cleaned``.
 """
 
 from __future__ import annotations
 
 import re
+import unicodedata
 from typing import Any
 
 _UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
@@ -97,9 +101,32 @@ def storable(value: Any) -> tuple[Any, bool]:
 
 
 _CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\ud800-\udfff]")
+# Joiners have a use between letters of the scripts and emoji sequences that need them.
+_JOINERS = frozenset("\u200c\u200d")
+_LINE_SEPARATORS = str.maketrans({"\u2028": "\n", "\u2029": "\n", "\x85": "\n"})
 
 
 def text_cleaned(value: str) -> str:
-    """``value`` without NUL, other control characters (tab and newlines kept) and unpaired
-    surrogates: for text a language model wrote, which nobody meant to contain them."""
-    return _CONTROL.sub("", value)
+    """``value`` as text from outside (a language model, a literature source, an upstream server)
+    may be shown to people or exported: without NUL, other control characters (tab and newlines
+    kept) and unpaired surrogates, which nobody meant it to contain; and without the invisible
+    format characters (Unicode category Cf: bidi overrides, embeddings and isolates such as U+202E,
+    zero-width spaces, word joiners, byte-order marks), which can reorder what a reader sees or
+    hide a difference, as in a title that reads backwards or a name that only looks like
+    another. A zero-width joiner or non-joiner is kept between two non-ASCII characters, where
+    scripts and emoji sequences need it."""
+    value = _CONTROL.sub("", value)
+    if value.isascii():
+        return value
+    value = value.translate(_LINE_SEPARATORS)
+    kept: list[str] = []
+    last = len(value) - 1
+    for index, char in enumerate(value):
+        if unicodedata.category(char) != "Cf" or (
+            char in _JOINERS
+            and 0 < index < last
+            and not value[index - 1].isascii()
+            and not value[index + 1].isascii()
+        ):
+            kept.append(char)
+    return "".join(kept)

@@ -13,6 +13,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
+from core.text_safety import text_cleaned
+
 _DOI_PREFIX = re.compile(r"^(?:https?://(?:dx\.)?doi\.org/|doi:\s*)", re.IGNORECASE)
 _DOI_SHAPE = re.compile(r"^10\.\d{4,9}/\S+$")
 _NOT_WORD = re.compile(r"[\W_]+", re.UNICODE)
@@ -46,6 +48,14 @@ class Paper:
     sources: tuple[str, ...] = ()
     # Identifiers by source: {"openalex": "W...", "arxiv": "2101.00001"}.
     ids: Mapping[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        # Whatever the source (an API, the library, a stored job), the text people are shown and
+        # export has no character that reorders or hides it (a title reading backwards).
+        object.__setattr__(self, "title", text_cleaned(self.title))
+        object.__setattr__(self, "authors", tuple(text_cleaned(name) for name in self.authors))
+        object.__setattr__(self, "venue", text_cleaned(self.venue))
+        object.__setattr__(self, "abstract", text_cleaned(self.abstract))
 
     def as_json(self) -> dict[str, Any]:
         data = asdict(self)

@@ -21,6 +21,7 @@ from mcp.shared.uri_template import UriTemplate
 from mcp_types import PaginatedRequestParams
 
 from core.conf import gatehouse_settings
+from core.text_safety import text_cleaned
 from mcp_gateway.kernel.federation import LIST_KEYS, FederatedItem, Federation, Kind
 from upstreams.config import ConfigKey, UpstreamConfig
 from upstreams.pool import UpstreamPool, error_describe
@@ -107,7 +108,7 @@ class Catalog:
                 item = FederatedItem(
                     kind=kind,
                     name=name,
-                    payload={**entry, "name": name} if kind in ("tool", "prompt") else entry,
+                    payload=_shown_entry(entry, name=name if kind in ("tool", "prompt") else None),
                     scopes=config.scopes,
                     source=config.name,
                     federation=self._federation,
@@ -122,6 +123,16 @@ class Catalog:
                     except Exception:
                         logger.warning("Upstream %s: unusable resource template %r", config.label, name[:200])
         return published
+
+
+def _shown_entry(entry: dict[str, Any], *, name: str | None) -> dict[str, Any]:
+    """The entry as clients receive it: under its published name, and its title and description
+    without the invisible characters that reorder or hide text (``text_cleaned``)."""
+    shown = {**entry, "name": name} if name is not None else dict(entry)
+    for key in ("title", "description"):
+        if isinstance(shown.get(key), str):
+            shown[key] = text_cleaned(shown[key])
+    return shown
 
 
 async def upstream_lists(session: ClientSession) -> dict[Kind, list[dict[str, Any]]]:

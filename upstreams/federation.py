@@ -23,6 +23,7 @@ from mcp.shared.exceptions import MCPError
 from core.db import db_call
 from core.errors import InvalidInput, NotFound, UpstreamUnavailable
 from core.identity import Identity
+from core.text_safety import text_cleaned
 from mcp_gateway.kernel.changes import change_record
 from mcp_gateway.kernel.federation import FederatedItem, Kind
 from mcp_gateway.models import ChangeKind
@@ -154,7 +155,7 @@ class UpstreamFederation:
             outcome = "error" if result.get("isError") else "ok"
             return result
         except MCPError as error:
-            code, message = error.error.code, error.error.message[:MAX_MESSAGE]
+            code, message = error.error.code, text_cleaned(error.error.message)[:MAX_MESSAGE]
             if code in PASSED_THROUGH:
                 raise MCPError(code=code, message=message, data={"upstream": config.name}) from None
             outcome = "unavailable"
@@ -239,7 +240,7 @@ def _reason(error: BaseException) -> str:
         error = error.exceptions[0]
     if isinstance(error, MCPError):
         # Raised while connecting (in the session's own task, hence wrapped): its initialize failed.
-        return f"it answered error {error.error.code}: {error.error.message[:MAX_MESSAGE]}"
+        return f"it answered error {error.error.code}: {text_cleaned(error.error.message)[:MAX_MESSAGE]}"
     if "OAuth" in type(error).__name__:
         return "Gatehouse could not get a token for it from its authorization server"
     if isinstance(error, OSError | ConnectionError) or "Connect" in type(error).__name__:

@@ -1,4 +1,5 @@
-"""The shared guards for client JSON (nesting depth) and stored text (NUL, lone surrogates)."""
+"""The shared guards for client JSON (nesting depth), stored text (NUL, lone surrogates) and text
+from outside shown to people (what reorders or hides it)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import json
 import pytest
 
 from core.json_bounds import MAX_JSON_DEPTH, JsonTooDeep, json_depth, json_loads_bounded
-from core.text_safety import storable, storable_text, text_unstorable_reason
+from core.text_safety import storable, storable_text, text_cleaned, text_unstorable_reason
 
 
 @pytest.mark.parametrize(
@@ -59,3 +60,31 @@ def test_storable_escapes_visibly_and_says_so():
     clean = {"a": [1, "b"]}
     assert storable(clean) == (clean, False)
     json.dumps(value).encode("utf-8")  # now encodable
+
+
+@pytest.mark.parametrize(
+    ("shown", "cleaned"),
+    [
+        ("Title \u202ereversed", "Title reversed"),  # right-to-left override
+        ("a\u202ab\u202cc\u2066d\u2069", "abcd"),  # embedding, pop, isolates
+        ("who\u200bami", "whoami"),  # zero-width space
+        ("who\u200dami", "whoami"),  # a joiner between ASCII letters
+        ("\ufeffBOM first", "BOM first"),
+        ("soft\u00adhyphen", "softhyphen"),
+        ("line\u2028break", "line\nbreak"),
+        ("Ti\x1btle\x00", "Title"),
+        ("tab\tand\nnewline", "tab\tand\nnewline"),
+        ("\U0001f469\u200d\U0001f4bb", "\U0001f469\u200d\U0001f4bb"),  # an emoji sequence keeps its joiner
+        (
+            "\u0645\u06cc\u200c\u062e\u0648\u0627\u0647\u0645",
+            "\u0645\u06cc\u200c\u062e\u0648\u0627\u0647\u0645",
+        ),
+        (
+            "\u05e9\u05dc\u05d5\u05dd plain",
+            "\u05e9\u05dc\u05d5\u05dd plain",
+        ),  # right-to-left text itself stays
+        ("caf\u00e9 na\u00efve", "caf\u00e9 na\u00efve"),
+    ],
+)
+def test_text_from_outside_loses_what_reorders_or_hides_it(shown, cleaned):
+    assert text_cleaned(shown) == cleaned

@@ -120,3 +120,19 @@ def test_a_result_without_papers_still_renders() -> None:
     empty = {"query": "nothing", "plan": None, "papers": None}
     assert "No papers." in export_render(result=empty, fmt="markdown")
     assert export_render(result=empty, fmt="bibtex") == ""
+
+
+@pytest.mark.parametrize("fmt", ["markdown", "bibtex"])
+def test_exports_lose_what_reorders_or_hides_a_title(fmt: str) -> None:
+    """A job stored before sources were cleaned: its export is cleaned all the same. Shown failing
+    before: both exports carried the override and the zero-width space."""
+    result = {
+        **RESULT,
+        "papers": [
+            {"title": "Safe \u202eetirw\u200b title", "authors": ["Do\u200be, J."], "doi": "10.1000/x"}
+        ],
+    }
+    text = export_render(result=result, fmt=fmt)
+    assert "\u202e" not in text
+    assert "\u200b" not in text
+    assert "etirw" in text
