@@ -17,7 +17,7 @@ from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from django.urls import re_path  # noqa: E402
 from starlette.types import Receive, Scope, Send  # noqa: E402
 
-from config.daphne_http import daphne_form_parsing_off  # noqa: E402
+from config.daphne_http import daphne_form_parsing_off, daphne_reason_phrases  # noqa: E402
 from core.cors import CorsAsgiMiddleware  # noqa: E402
 from core.host_header import SingleHostMiddleware  # noqa: E402
 from core.ratelimit.processes import rate_limit_processes_check  # noqa: E402
@@ -58,6 +58,7 @@ router = ProtocolTypeRouter(
 )
 
 daphne_form_parsing_off()
+daphne_reason_phrases()
 
 # Several processes without a shared rate-limit storage each count alone: say so at start.
 rate_limit_processes_check()

@@ -1,9 +1,9 @@
 """Throttles for the pages and OAuth endpoints a stranger can reach: authorize, login, registration.
 
-Registration from this machine is not counted when ``PUBLIC_URL`` is loopback too (a development
-setup): every client run on a laptop registers anew, and ten of them an hour would lock the
-developer out for the rest of it. Sign-in and authorization stay limited there as everywhere; a
-public address is limited as always, and so is every address when ``PUBLIC_URL`` is public.
+Registration and authorization from this machine are not counted when ``PUBLIC_URL`` is loopback
+too (a development setup): every client run on a laptop registers anew and signs in, and ten of
+them would lock the developer out. The password form stays limited there as everywhere; a public
+address is limited as always, and so is every address when ``PUBLIC_URL`` is public.
 
 Each refusal is audited here, once, as ``rate.limited``, counted with the refusals of the same
 person or address and limit in the same minute (``core.audit.refusals``); the caller decides how
@@ -31,7 +31,7 @@ from core.request_context import request_context
 UNKNOWN_ADDRESS = "unknown"
 
 # Scopes a loopback client of a loopback development setup is never counted against.
-LOOPBACK_DEVELOPMENT_EXEMPT = frozenset({RateLimitScope.REGISTER})
+LOOPBACK_DEVELOPMENT_EXEMPT = frozenset({RateLimitScope.REGISTER, RateLimitScope.AUTHORIZE})
 
 # How a refusal names its limit, per scope (AppliedLimit.described); the others say "N per 1 minute".
 _DESCRIBED_AS = {RateLimitScope.REGISTER: "{amount} registrations per {period} per address"}

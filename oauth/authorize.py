@@ -24,11 +24,12 @@ from accounts.models import Membership, User
 from accounts.scopes import scope_definitions, scopes_for_role, scopes_granted
 from accounts.selectors import membership_get, membership_list_for_user
 from core.audit.trail import audit_record
+from core.errors import RateLimited
 from core.http_errors import ERROR_TEMPLATE
 from core.loopback import is_loopback_host
-from core.models import AuditAction, AuditOutcome, RateLimitScope
-from core.throttles import client_address, throttle_check
+from core.models import AuditAction, AuditOutcome
 from core.uri_schemes import uri_scheme
+from oauth.authorize_throttle import authorize_refusal_redirect, authorize_throttle
 from oauth.consent import ConsentMemory, consent_decide, consent_list_for_client, consent_remember
 from oauth.forms import ConsentForm, consent_form_altered
 from oauth.redirects import is_private_use_redirect
@@ -66,12 +67,13 @@ class ConsentView(AuthorizationView):
         self.chosen_membership: Membership | None = None
         self.remembered = False
         # Before the login check, so that signed-out visits count too.
-        throttle_check(
-            request=request,
-            scope=RateLimitScope.AUTHORIZE,
-            key=client_address(),
-            client_id=str(request.GET.get("client_id") or request.POST.get("client_id") or ""),
-        )
+        try:
+            authorize_throttle(request=request)
+        except RateLimited as refusal:
+            back = authorize_refusal_redirect(request=request, refusal=refusal)
+            if back is None:
+                raise
+            return self.redirect(*back)
         return super().dispatch(request, *args, **kwargs)
 
     def get_form_kwargs(self) -> dict[str, Any]:

@@ -18,7 +18,7 @@ from core.errors import RATE_LIMITED
 from core.models import AuditAction, AuditEvent, AuditOutcome, RateLimitRule, RateLimitScope
 from portal.login import LOGIN_THROTTLED
 from tests.e2e.conftest import _serve
-from tests.e2e.harness import DaphneServer, parse_form
+from tests.e2e.harness import REDIRECT_URI, DaphneServer, parse_form
 from tests.e2e.oauth_driver import OAuthDriver, pkce_pair
 from tests.support.factories import DEFAULT_PASSWORD, UserFactory
 
@@ -149,44 +149,77 @@ async def test_the_admin_sign_in_shares_the_budget_and_shows_the_same_refusal(ht
     assert (event.username, event.target) == (operator.username, "/admin/login/")
 
 
-async def test_the_third_authorization_request_from_one_address_is_refused_with_a_retry_time(
-    proxied_server, http, limit_rule
+async def test_authorization_is_counted_per_sign_in_and_a_refusal_goes_back_to_the_client(
+    proxied_server, limit_rule
 ):
+    """Shown failing before: the second request of one sign-in (its return from the login page)
+    was counted, so the second sign-in's first request was refused, with a page the client never
+    saw (it went on waiting)."""
     await limit_rule(RateLimitScope.AUTHORIZE)
     driver = OAuthDriver(proxied_server)
     try:
         client_id = await driver.register()
     finally:
         await driver.aclose()
-    _, challenge = pkce_pair()
-    url = OAuthDriver(proxied_server).authorize_url(client_id=client_id, challenge=challenge)
     address = _address()
-    for _ in range(LIMIT):
-        # Signed out: sent to the sign-in page, and counted all the same.
-        assert (await http.get(url, headers=_from(address))).status_code == 302
 
-    refused = await http.get(url, headers=_from(address))
-    assert refused.status_code == 429
-    seconds = _retry_after(refused)
-    body = refused.json()
-    assert body["error"] == "rate_limited"
-    assert body["error_description"].startswith(RATE_LIMITED)
-    assert f"Retry in {seconds} s." in body["error_description"]
+    async def sign_in_start(browser: httpx.AsyncClient) -> str:
+        """A sign-in's requests: the authorization request, then its return after the login page
+        and a reload (its session cookie kept by the browser); the URL it asked for."""
+        _, challenge = pkce_pair()
+        url = OAuthDriver(proxied_server).authorize_url(client_id=client_id, challenge=challenge)
+        for _ in range(3):
+            assert (await browser.get(url, headers=_from(address))).status_code == 302
+        return url
+
+    for _ in range(LIMIT):  # each sign-in in a browser of its own: LIMIT sign-ins, 3 requests each
+        async with httpx.AsyncClient(base_url=proxied_server.base_url) as browser:
+            await sign_in_start(browser)
+
+    _, challenge = pkce_pair()
+    state = "st-" + secrets.token_hex(4)
+    url = OAuthDriver(proxied_server).authorize_url(client_id=client_id, challenge=challenge, state=state)
+    async with httpx.AsyncClient(base_url=proxied_server.base_url) as browser:
+        refused = await browser.get(url, headers=_from(address))
+    # Back to the client, which stops waiting: RFC 6749's error, its state, and the issuer.
+    assert refused.status_code == 302
+    location = httpx.URL(refused.headers["location"])
+    assert str(location).startswith(REDIRECT_URI)
+    assert location.params["error"] == "temporarily_unavailable"
+    assert location.params["state"] == state
+    assert location.params["iss"] == proxied_server.public_url.rstrip("/")
+    assert "try again in" in location.params["error_description"]
 
     event = await _refusal_event(refused.request.headers["x-request-id"])
     assert event.ip == address
     assert event.application is not None
     assert event.application.client_id == event.client_id == client_id
     # The first refusal of the minute, written at once (later ones are counted: core.audit.refusals).
-    assert event.detail == {"scope": "authorize", "retryAfterSeconds": seconds, "count": 1}
+    assert event.detail["scope"] == "authorize"
+    assert event.detail["count"] == 1
 
+    # A redirect URI the client never registered: nowhere to send it, so the endpoint's own answer.
+    stranger = url.replace("redirect_uri=", "redirect_uri=https%3A%2F%2Fevil.example%2Fcb&x=")
+    async with httpx.AsyncClient(base_url=proxied_server.base_url) as browser:
+        unknown = await browser.get(stranger, headers=_from(address))
+        page = await browser.get(
+            f"/oauth/authorize/?client_id=nobody&code_challenge={challenge}",
+            headers=_from(address, Accept="text/html,application/xhtml+xml"),
+        )
+    assert unknown.status_code == 429
+    assert unknown.reason_phrase == "Too Many Requests"  # Twisted's table said "Unknown Status"
+    seconds = _retry_after(unknown)
+    body = unknown.json()
+    assert body["error"] == "rate_limited"
+    assert body["error_description"].startswith(RATE_LIMITED)
+    assert f"Retry in {seconds} s." in body["error_description"]
     # A person's browser is shown a page rather than JSON.
-    page = await http.get(url, headers=_from(address, Accept="text/html,application/xhtml+xml"))
     assert page.status_code == 429
     assert page.headers["content-type"].startswith("text/html")
     assert "Retry in" in page.text
 
-    assert (await http.get(url, headers=_from(_address()))).status_code == 302
+    async with httpx.AsyncClient(base_url=proxied_server.base_url) as browser:
+        assert (await browser.get(url, headers=_from(_address()))).status_code == 302
 
 
 async def test_the_third_registration_from_one_address_is_refused_with_a_retry_time(http, limit_rule):

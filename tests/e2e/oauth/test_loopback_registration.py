@@ -1,7 +1,7 @@
-"""Dynamic client registration on a laptop: a loopback development setup (loopback PUBLIC_URL) does
-not count registrations from this machine, so a developer is never locked out after ten client
-runs; a public address is still limited, and so is every address when PUBLIC_URL is public. The
-429 names the limit and when it resets.
+"""Dynamic client registration and sign-in on a laptop: a loopback development setup (loopback
+PUBLIC_URL) does not count registrations or authorization requests from this machine, so a
+developer is never locked out after ten client runs; a public address is still limited, and so
+is every address when PUBLIC_URL is public. The 429 names the limit and when it resets.
 
 Each server here has a registration limit of its own (the harness lifts it for the rest of the
 suite) and trusts one proxy, so a test can speak from a public address (``X-Forwarded-For``).
@@ -19,6 +19,7 @@ import pytest
 from core.models import AuditAction, AuditEvent
 from tests.e2e.conftest import _serve
 from tests.e2e.harness import DaphneServer
+from tests.e2e.oauth_driver import OAuthDriver, pkce_pair
 
 pytestmark = pytest.mark.django_db
 
@@ -40,6 +41,7 @@ def loopback_server(demo, database_url, tmp_path_factory) -> Iterator[DaphneServ
         "loopback-dcr",
         TRUSTED_PROXY_COUNT="1",
         RATE_LIMIT_REGISTER=f"{LIMIT}/hour",
+        RATE_LIMIT_AUTHORIZE=f"{LIMIT}/minute",
     )
 
 
@@ -120,3 +122,16 @@ async def test_a_public_setup_limits_this_machine_too(public_http):
         assert (await _register(public_http, address=address)).status_code == 201
 
     _assert_refusal_names_the_limit(await _register(public_http, address=address))
+
+
+async def test_a_loopback_development_setup_lets_this_machine_sign_in_again_and_again(
+    loopback_server, loopback_http
+):
+    """Shown failing before: the third authorization request from this machine in a minute was
+    refused with a page, and the client waited for ever."""
+    client_id = (await _register(loopback_http, address="127.0.0.1")).json()["client_id"]
+    for _ in range(LIMIT + 4):
+        _, challenge = pkce_pair()
+        url = OAuthDriver(loopback_server).authorize_url(client_id=client_id, challenge=challenge)
+        # Signed out: sent to the sign-in page, never refused.
+        assert (await loopback_http.get(url, headers={"X-Forwarded-For": "127.0.0.1"})).status_code == 302
