@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Annotated, Any
 
 from mcp.server.mcpserver import Context
@@ -10,6 +11,7 @@ from mcp_types import CallToolResult
 from pydantic import BaseModel, Field, StringConstraints
 
 from core.conf import gatehouse_settings
+from core.identity import Identity
 from data_agent.arguments import OntologyId
 from data_agent.catalogue import catalogue_get
 from data_agent.executor import DEFAULT_MAX_ROWS, DEFAULT_TIMEOUT_SECONDS, Cell, QueryResult
@@ -21,11 +23,12 @@ from data_agent.selectors import (
     ontology_datasets,
     ontology_get_ready,
 )
-from data_agent.sql_gate import SQL_MAX_CHARS
+from data_agent.sql_gate import SQL_MAX_CHARS, sql_gate_check
 from mcp_gateway.kernel.identity import identity_from_context
 from mcp_gateway.kernel.registry import tool
 from mcp_gateway.kernel.tool_results import rows_within, tool_result
 from mcp_gateway.pipeline.audit_trail import audit_note
+from mcp_gateway.pipeline.call_policies import call_policy_add
 
 TRUNCATED_NOTE = f"The first {DEFAULT_MAX_ROWS:,} rows are shown: the result had more and was cut there."
 # The whole answer must reach the official SDK client, which refuses a server-sent event larger than
@@ -87,6 +90,22 @@ def query_answer(*, result: QueryResult, lineage: dict[str, Any], sql: str) -> t
     return answer, text
 
 
+async def sql_gate_before_counting(*, identity: Identity, tool: str, arguments: Mapping[str, Any]) -> None:
+    """``run_query``'s SQL is judged by the gate before the call is counted (a call policy): a query
+    the gate refuses costs the person none of their calls. The tool runs the gate again on the SQL
+    it is given, so this is never the only check."""
+    if tool != "run_query":
+        return
+    sql, ontology_id = arguments.get("sql"), arguments.get("ontologyId")
+    if not isinstance(sql, str) or not isinstance(ontology_id, str):
+        return
+    source = (await catalogue_get(tenant_id=identity.tenant_id, ontology_id=ontology_id)).source
+    sql_gate_check(sql=sql, dialect=source.kind, allowed_tables=source.allowed_tables)
+
+
+call_policy_add(sql_gate_before_counting)
+
+
 @tool(
     name="run_query",
     title="Run a read-only SQL query",
@@ -102,8 +121,9 @@ def query_answer(*, result: QueryResult, lineage: dict[str, Any], sql: str) -> t
     read_only=True,
     # The query's own limit ends it first, with a clearer message; this is the backstop.
     timeout_seconds=lambda: gatehouse_settings.DATA_AGENT_QUERY_TIMEOUT_SECONDS + 15,
-    # A query holds a database connection on the tenant's data source: the tighter default limit.
-    expensive=True,
+    # Not the tighter "expensive" default: a person exploring data runs many small queries. What a
+    # query costs the data source is bounded by the per-person query slots and the time limit;
+    # the rate limit (RATE_LIMIT_TOOL) only stops a runaway loop.
     secret_arguments=(),
 )
 async def run_query(

@@ -272,9 +272,9 @@ async def invoke(
     call.provider, call.model = payload.provider, payload.model
     _require_scope(identity)
     header_key = _provider_key(x_provider_api_key)
-    await rate_limit_call(
-        identity=identity, scope=RateLimitScope.TOOL, target=RATE_LIMIT_TARGET, expensive=True
-    )
+    # The usual tool limit, not the "expensive" one: the tenant's budgets cap what calls cost; the
+    # rate limit only stops a runaway loop (as for llm_invoke, the same contract over MCP).
+    await rate_limit_call(identity=identity, scope=RateLimitScope.TOOL, target=RATE_LIMIT_TARGET)
     result = await llm_gateway_invoke(
         identity=identity, request=payload, header_key=header_key, channel="api"
     )

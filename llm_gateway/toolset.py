@@ -43,7 +43,7 @@ TOOL_TIMEOUT_SECONDS = 630.0
     ),
     scopes=[SCOPE_LLM_INVOKE],
     read_only=False,
-    expensive=True,
+    # The usual tool limit: the tenant's budgets cap what calls cost (as on /api/v1/llm/invoke).
     timeout_seconds=TOOL_TIMEOUT_SECONDS,
 )
 async def llm_invoke(

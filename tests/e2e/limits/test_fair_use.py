@@ -1,6 +1,7 @@
 """Fair use of data sources through Daphne (issue 13, item 3): one person's slow queries cannot
 starve anyone else's, a person or tenant over its cap of concurrent queries is refused at once
-with -32029 and a retry hint, every slot comes back, and ``run_query`` has the expensive limit.
+with -32029 and a retry hint, every slot comes back, and ``run_query`` has the usual tool limit,
+which the SQL gate's refusals do not spend.
 Also a viewer reading their own data preferences, and a NUL refused by the preferences tool.
 
 The slow queries wait on a lock the test holds on the demo's ``regions`` table, so they cost no
@@ -34,18 +35,18 @@ from tests.support.factories import MembershipFactory
 pytestmark = pytest.mark.django_db
 
 SLOW_SECONDS = 6
-PER_PERSON, PER_TENANT, EXPENSIVE_PER_MINUTE = 2, 3, 6
+PER_PERSON, PER_TENANT, TOOL_PER_MINUTE = 2, 3, 6
 SLOW = "SELECT count(*) AS n FROM regions"
 TRIVIAL = "SELECT count(*) AS n FROM orders"
 RATE_LIMITED, TIMED_OUT, INVALID, FORBIDDEN = -32029, -32004, -32602, -32001
 
 
-# Queries time out after SLOW_SECONDS, with small caps, and run_query's expensive default applies.
+# Queries time out after SLOW_SECONDS, with small caps, and a small default limit for tools.
 FAIR_USE_ENV = {
     "DATA_AGENT_QUERY_TIMEOUT_SECONDS": str(SLOW_SECONDS),
     "DATA_AGENT_CONCURRENT_QUERIES_PER_PERSON": str(PER_PERSON),
     "DATA_AGENT_CONCURRENT_QUERIES_PER_TENANT": str(PER_TENANT),
-    "RATE_LIMIT_TOOL_EXPENSIVE": f"{EXPENSIVE_PER_MINUTE}/minute",
+    "RATE_LIMIT_TOOL": f"{TOOL_PER_MINUTE}/minute",
 }
 
 
@@ -257,19 +258,26 @@ async def test_a_refused_or_failing_query_gives_its_slot_back(
     assert not answer.is_error
 
 
-async def test_run_query_is_held_to_the_expensive_tools_default_limit(
+async def test_run_query_has_the_usual_tool_limit_and_what_the_sql_gate_refuses_costs_nothing(
     fair_server, committed, acme_sales, acme_contributor
 ):
+    """Shown failing before: run_query had the "expensive" default (5 a minute), and each query the
+    gate refused was counted, so a person exploring data was refused at the fourth or so."""
     async with minted_sdk_client(committed, fair_server, acme_contributor()) as (client, _):
+        gated = []
+        for sql in ("DELETE FROM orders", "SELECT * FROM pg_authid", "SELECT 1; SELECT 2") * 3:
+            with pytest.raises(MCPError) as refused_by_gate:
+                await client.call_tool("run_query", _query(acme_sales, sql))
+            gated.append(refused_by_gate.value.error.code)
         answers = [
-            await client.call_tool("run_query", _query(acme_sales, TRIVIAL))
-            for _ in range(EXPENSIVE_PER_MINUTE)
+            await client.call_tool("run_query", _query(acme_sales, TRIVIAL)) for _ in range(TOOL_PER_MINUTE)
         ]
         with pytest.raises(MCPError) as refused:
             await client.call_tool("run_query", _query(acme_sales, TRIVIAL))
-    assert [answer.is_error for answer in answers] == [False] * EXPENSIVE_PER_MINUTE
+    assert gated == [INVALID] * 9
+    assert [answer.is_error for answer in answers] == [False] * TOOL_PER_MINUTE
     assert refused.value.error.code == RATE_LIMITED
-    assert refused.value.error.data["limit"] == f"{EXPENSIVE_PER_MINUTE} per 1 minute"
+    assert refused.value.error.data["limit"] == f"{TOOL_PER_MINUTE} per 1 minute"
 
 
 async def test_a_viewer_reads_their_own_preferences_and_still_cannot_change_them(server, committed, acme):
