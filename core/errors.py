@@ -13,6 +13,10 @@ from collections.abc import Iterable
 from typing import Any
 
 INSUFFICIENT_SCOPE = "The access token lacks a scope this tool requires."
+INSUFFICIENT_SCOPE_STDIO = (
+    "This stdio session lacks a scope this tool requires (it has its role's scopes, or those of "
+    "--scopes when it was started)."
+)
 RATE_LIMITED = "Too many requests."
 INTERNAL_ERROR = "Internal error. It has been logged; try again or contact the operator."
 
@@ -53,10 +57,11 @@ class InsufficientScope(PermissionDenied):
     default_message = INSUFFICIENT_SCOPE
     api_code = "insufficient_scope"
 
-    def __init__(self, *, required: Iterable[str], missing: Iterable[str]) -> None:
+    def __init__(self, *, required: Iterable[str], missing: Iterable[str], over_stdio: bool = False) -> None:
         required_list, missing_list = sorted(required), sorted(missing)
+        said = INSUFFICIENT_SCOPE_STDIO if over_stdio else INSUFFICIENT_SCOPE
         super().__init__(
-            f"{INSUFFICIENT_SCOPE} Required: {' '.join(required_list)}; missing: {' '.join(missing_list)}.",
+            f"{said} Required: {' '.join(required_list)}; missing: {' '.join(missing_list)}.",
             data={"required": required_list, "missing": missing_list},
         )
 

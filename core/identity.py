@@ -9,6 +9,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+# The client id of a stdio session's identity (``mcp_gateway.transport.stdio``): no OAuth client, no
+# token; the person at the terminal started it.
+STDIO_CLIENT_ID = "stdio"
+
 
 @dataclass(frozen=True, slots=True)
 class Identity:
@@ -25,3 +29,8 @@ class Identity:
     client_id: str
     client_name: str
     token_id: int
+
+    @property
+    def over_stdio(self) -> bool:
+        """A local stdio session, not a bearer token: what a refusal tells the person differs."""
+        return self.client_id == STDIO_CLIENT_ID and self.token_id == 0

@@ -389,6 +389,10 @@ def _translate(error: Exception, *, config: ModelConfig) -> GatehouseError | Non
             retry_after_seconds=_provider_retry_after(error),
             reason="llm_rate_limited",
         )
+    if _unreachable(error):
+        # litellm reports a refused connection to some providers (OpenAI, Anthropic) as a 500
+        # InternalServerError; the cause in its chain says what happened.
+        return Unavailable(LLM_UNREACHABLE.format(model=model), data={"reason": "llm_unreachable"})
     # Most specific first: ContextWindowExceededError and PaymentRequiredError are BadRequestErrors,
     # litellm's Timeout (handled above) an APIConnectionError, and everything an APIError. Each
     # class carries its JSON-RPC code and its REST status (core.errors).
@@ -412,6 +416,23 @@ def _translate(error: Exception, *, config: ModelConfig) -> GatehouseError | Non
         if isinstance(error, kinds):
             return kind(message.format(model=model), data={"reason": reason})
     return None
+
+
+def _unreachable(error: BaseException) -> bool:
+    """Whether ``error`` (or what caused it) is a connection that could not be made."""
+    import httpx
+    import openai
+
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen and len(seen) < 10:
+        seen.add(id(current))
+        if isinstance(current, openai.APITimeoutError):
+            return False
+        if isinstance(current, openai.APIConnectionError | httpx.ConnectError | ConnectionError):
+            return True
+        current = current.__cause__ or current.__context__
+    return False
 
 
 # When a provider's 429 gives no Retry-After of its own.

@@ -18,6 +18,7 @@ from pydantic import Field
 
 from accounts.scopes import SCOPE_READ, SCOPE_WRITE
 from core.db import db_call
+from core.identity import Identity
 from jobs import errors
 from jobs.checkpoints import CHECKPOINT_NAME_MAX_CHARS, checkpoint_shown
 from jobs.models import Job, JobState
@@ -111,12 +112,17 @@ async def search_papers(
             query=query,
             domain=domain,
             max_results=max_results,
-            origin=f"mcp-session:{session}" if session else "mcp",
+            origin=f"mcp-session:{session}" if session else _channel(identity),
             client_id=identity.client_id,
         )
     except TOOL_ERRORS as error:
         return refusal_of(error)
     return await _next_state(ctx=ctx, job=job)
+
+
+def _channel(identity: Identity) -> str:
+    """How a decision reached the job, for its history: a local stdio session or an MCP client."""
+    return "stdio" if identity.over_stdio else "mcp"
 
 
 @tool(
@@ -166,6 +172,7 @@ async def decide(
             action=action,
             data=data,
             note=note,
+            channel=_channel(identity),
             checkpoint=checkpoint,
             arrived=arrived,
         )

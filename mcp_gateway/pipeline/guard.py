@@ -324,4 +324,4 @@ class RequestGuard:
 def _check_scopes(required: frozenset[str], identity: Identity) -> None:
     missing = missing_scopes(required=required, granted=identity.scopes)
     if missing:
-        raise InsufficientScope(required=required, missing=missing)
+        raise InsufficientScope(required=required, missing=missing, over_stdio=identity.over_stdio)

@@ -40,7 +40,7 @@ from accounts.scopes import scopes_for_role
 from accounts.selectors import tenant_get, user_get
 from core.db import db_call
 from core.errors import AuthenticationFailed, GatehouseError, PermissionDenied
-from core.identity import Identity
+from core.identity import STDIO_CLIENT_ID, Identity
 from mcp_gateway.kernel.identity import request_for_identity
 from mcp_gateway.kernel.jsonrpc_errors import as_mcp_error
 from mcp_gateway.kernel.registry import default_registry
@@ -52,7 +52,6 @@ logger = logging.getLogger(__name__)
 
 # No OAuth client stands behind a local process: the audit trail and usage records show this id,
 # and 0 is the "no client row" every consumer of ``Identity.application_id`` accepts.
-STDIO_CLIENT_ID = "stdio"
 STDIO_CLIENT_NAME = "Local stdio"
 
 USER_INACTIVE = "The account {username!r} is disabled."

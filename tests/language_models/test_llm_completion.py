@@ -44,6 +44,7 @@ from language_models.completion import (
 from language_models.model_checks import MODEL_STRING_UNKNOWN_PROVIDER, ModelStringInvalid
 from language_models.scripted import MOCK_SCRIPT_LACKS_PURPOSE, LlmMockScriptError
 from language_models.selectors import ModelConfig
+from tests.e2e.harness import free_port
 from tests.support.python_process import python_run
 
 API_KEY = "sk-test-never-shown-0123456789"
@@ -217,6 +218,18 @@ async def test_each_provider_failure_has_its_own_message_and_reason(
     assert raised.value.jsonrpc_code == (-32003 if issubclass(expected, NotReady) else -32005)
     # Never the provider's own text, which the scripted exception carries.
     assert "scripted" not in raised.value.message
+
+
+@pytest.mark.parametrize("model", ["openai/gpt-4o-mini", "anthropic/claude-3-5-haiku-20241022"])
+async def test_a_provider_nobody_answers_at_is_unreachable_not_a_provider_error(model):
+    """Shown failing before: litellm reports the refused connection as a 500 InternalServerError
+    for these providers, which became 502 provider_error; the docs promise 503 unavailable."""
+    config = _config(model=model, api_base=f"http://127.0.0.1:{free_port()}/v1")
+    with pytest.raises(Unavailable) as raised:
+        await llm_complete(config=config, messages=MESSAGES, purpose="sql")
+    assert type(raised.value) is Unavailable
+    assert raised.value.http_status == 503
+    assert raised.value.data == {"reason": "llm_unreachable"}
 
 
 async def test_a_provider_timeout_becomes_a_timeout(script):

@@ -149,7 +149,11 @@ def test_the_command_creates_prints_the_secret_once_and_a_token_request(tenant, 
     service_client = ServiceClient.objects.get(application__client_id=client_id)
     assert check_password(secret, service_client.application.client_secret)
     assert Membership.objects.get(user=service_client.account).role == Role.VIEWER
-    curl = next(line for line in out.splitlines() if line.startswith("curl "))
+    # Shown failing before: the curl line carried the secret as an argument (docs/upstreams.md:
+    # secrets never go on the command line).
+    assert [line for line in out.splitlines() if secret in line] == [f"client_secret: {secret}"]
+    curl = next(line.strip() for line in out.splitlines() if "| curl " in line)
+    assert '"$CLIENT_SECRET"' in curl
     assert "grant_type=client_credentials" in curl
     assert "resource=http" in curl
     assert "/api" in curl

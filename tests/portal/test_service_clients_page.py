@@ -70,6 +70,9 @@ def test_creating_one_shows_its_secret_once(browser, owner):
     assert check_password(secret.group(1), client.application.client_secret)
     assert client.application.client_id in html
     assert "grant_type=client_credentials" in html
+    # Shown once, in its own field: the token request reads it from the terminal, not an argument.
+    assert html.count(secret.group(1)) == 1
+    assert "curl -s -K -" in html
     assert response.headers["Cache-Control"].startswith("max-age=0")
     assert client.created_by == owner.user
     assert Membership.objects.get(user=client.account).role == "contributor"

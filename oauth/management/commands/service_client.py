@@ -21,13 +21,18 @@ from oauth.service_clients import (
 )
 
 
-def token_request_example(*, client_id: str, secret: str) -> str:
-    """The one-line curl that gets an API token with these credentials."""
-    token_url = f"{settings.PUBLIC_URL}{reverse('oauth2_provider:token')}"
-    return (
-        f"curl -s -u {shlex.quote(f'{client_id}:{secret}')} -d grant_type=client_credentials "
-        f"--data-urlencode {shlex.quote(f'resource={settings.API_RESOURCE_URL}')} {shlex.quote(token_url)}"
-    )
+def token_request_example(*, client_id: str) -> list[str]:
+    """The shell lines that get an API token with this client's credentials, the secret read from
+    the terminal into a variable and handed to curl on its standard input (``-K -``): never on a
+    command line, where ``ps`` and the shell's history would show it. ``printf`` is the shell's own,
+    so no process is started with it either."""
+    token_url = shlex.quote(f"{settings.PUBLIC_URL}{reverse('oauth2_provider:token')}")
+    resource = shlex.quote(f"resource={settings.API_RESOURCE_URL}")
+    return [
+        "read -rs CLIENT_SECRET   # paste the secret, then press Enter",
+        f'printf \'user = "%s:%s"\\n\' {shlex.quote(client_id)} "$CLIENT_SECRET" | curl -s -K - '
+        f"-d grant_type=client_credentials --data-urlencode {resource} {token_url}",
+    ]
 
 
 class Command(BaseCommand):
@@ -59,8 +64,12 @@ class Command(BaseCommand):
         self.stdout.write(f"Created service client {service_client.application.name!r} in {tenant}.")
         self.stdout.write(f"client_id:     {client_id}")
         self.stdout.write(f"client_secret: {secret}")
-        self.stdout.write("The secret is shown only now; store it safely. Get a token with:")
-        self.stdout.write(token_request_example(client_id=client_id, secret=secret))
+        self.stdout.write(
+            "The secret is shown only now; store it safely. Get a token (the secret stays off the "
+            "command line, where ps and the shell's history would see it):"
+        )
+        for line in token_request_example(client_id=client_id):
+            self.stdout.write(f"  {line}")
 
     def handle_list(self, *, tenant: str | None, **options: Any) -> None:
         rows = service_client_list(tenant=tenant_get(slug=tenant) if tenant else None)

@@ -19,6 +19,7 @@ from mcp.shared.exceptions import MCPError
 
 from accounts.models import Membership, Role, Tenant, User
 from accounts.selectors import NO_TENANT, NO_USER
+from core.errors import INSUFFICIENT_SCOPE_STDIO
 from core.models import AuditAction, AuditEvent, AuditOutcome
 from mcp_gateway.management.commands.mcp_stdio import REFUSED_EXIT_CODE
 from mcp_gateway.pipeline.guard import UNKNOWN_TOOL, UNPAIRED_SURROGATE
@@ -121,7 +122,9 @@ async def test_alice_lists_over_stdio_what_she_lists_over_http_and_calls_whoami(
     assert content["client"]["client_id"] == STDIO_CLIENT_ID
 
 
-async def test_a_viewer_is_refused_a_write_tool_with_the_same_error_as_over_http(server, committed):
+async def test_a_viewer_is_refused_a_write_tool_with_the_same_error_as_over_http_in_its_own_words(
+    server, committed
+):
     arguments = {"display_name": "Bobby"}
     async with minted_sdk_client(committed, server, Person("bob")) as (http, _):
         with pytest.raises(MCPError) as over_http:
@@ -132,11 +135,11 @@ async def test_a_viewer_is_refused_a_write_tool_with_the_same_error_as_over_http
         assert "set_display_name" not in {tool.name for tool in (await client.list_tools()).tools}
 
     http_error, stdio_error = over_http.value.error, over_stdio.value.error
-    assert (stdio_error.code, stdio_error.message, stdio_error.data) == (
-        http_error.code,
-        http_error.message,
-        http_error.data,
-    )
+    assert (stdio_error.code, stdio_error.data) == (http_error.code, http_error.data)
+    # The same refusal, told to each as it applies: a token over HTTP, the session over stdio.
+    assert http_error.message.startswith("The access token lacks")
+    assert stdio_error.message.startswith(INSUFFICIENT_SCOPE_STDIO)
+    assert stdio_error.message.removeprefix(INSUFFICIENT_SCOPE_STDIO) == http_error.message.partition(".")[2]
 
 
 async def test_narrowed_scopes_hide_and_refuse_what_they_leave_out(server):
@@ -149,6 +152,8 @@ async def test_narrowed_scopes_hide_and_refuse_what_they_leave_out(server):
     assert "whoami" in names
     assert "set_display_name" not in names
     assert refused.value.error.code == -32001
+    # Shown failing before: it spoke of an access token, which a stdio session does not have.
+    assert refused.value.error.message.startswith(INSUFFICIENT_SCOPE_STDIO), refused.value.error.message
     assert whoami.structured_content is not None
     assert whoami.structured_content["scopes"] == ["mcp:read"]
 
