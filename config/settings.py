@@ -79,10 +79,12 @@ CSRF_TRUSTED_ORIGINS = [PUBLIC_URL]
 # one policy for the OAuth endpoints a client fetches and, by core.cors, for /mcp, whose Origin
 # check asks the same question. Allowed: PUBLIC_URL and the operator's MCP_ALLOWED_ORIGINS (and,
 # on a loopback PUBLIC_URL, any loopback origin: core.cors); discovery documents, which are public,
-# from any origin. Never on the login, consent or admin pages: a browser navigates to those.
+# from any origin. The REST API too (bearer tokens, as /mcp): a page on an allowed origin may call
+# it, and every origin's preflight gets an answer (with the headers only for an allowed one)
+# rather than the API's 405. Never on the login, consent or admin pages: a browser navigates there.
 CORS_ALLOWED_ORIGINS = [PUBLIC_URL, *env_origin_list("MCP_ALLOWED_ORIGINS", default=[])]
 PUBLIC_DOCUMENT_URLS_REGEX = r"^/(?:.+/)?\.well-known/"
-CORS_URLS_REGEX = rf"^/(?:mcp/?$|oauth/(?:token|revoke|register)/)|{PUBLIC_DOCUMENT_URLS_REGEX}"
+CORS_URLS_REGEX = rf"^/(?:mcp/?$|api/v1/|oauth/(?:token|revoke|register)/)|{PUBLIC_DOCUMENT_URLS_REGEX}"
 # Bearer tokens, never cookies: no answer allows credentials, which is also what lets "*" below
 # stand for any request header (Fetch), as the Mcp-Param-<Name> headers a tool's schema names
 # must; Authorization is the one header "*" does not cover, so it is named.

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
+from django.templatetags.static import static
 from django.urls import include, path, re_path
 from django.views.generic import RedirectView
 
@@ -45,6 +46,9 @@ urlpatterns = [
     # Any other path under /api answers the API's JSON 404, never the site's HTML one.
     re_path(r"^api(?:/.*)?$", api_not_found),
     path("docs", RedirectView.as_view(url="/api/v1/docs", permanent=False)),
+    # Pages name their icon; what asks for /favicon.ico regardless (a JSON answer opened in a
+    # browser, a bookmark) is sent to the same file rather than a 404.
+    path("favicon.ico", RedirectView.as_view(url=static("gatehouse/favicon.svg"), permanent=True)),
     path("health", health, name="health"),
     path("health/ready", health_ready, name="health-ready"),
     path("metrics", metrics_view, name="metrics"),

@@ -2,7 +2,7 @@
 
 The library decides, from the ``CORS_*`` settings (config/settings.py): which origins
 (``CORS_ALLOWED_ORIGINS``: ``PUBLIC_URL`` and ``MCP_ALLOWED_ORIGINS``), on which paths
-(``CORS_URLS_REGEX``: ``/mcp``, discovery, registration, token, revocation; never the login,
+(``CORS_URLS_REGEX``: ``/mcp``, the REST API, discovery, registration, token, revocation; never the login,
 consent or admin pages, which a browser navigates to rather than fetches), which request headers a
 preflight allows and which response headers a page may read. Two rules more, through the
 library's own extension point (its ``check_request_enabled`` signal, connected in ``core.apps``):

@@ -21,7 +21,15 @@ DISCOVERY = [
     "/.well-known/oauth-protected-resource/api",
 ]
 NOT_SERVED = ["/.well-known/openid-configuration", "/mcp/.well-known/openid-configuration"]
-CLIENT_ENDPOINTS = ["/oauth/token/", "/oauth/revoke/", "/oauth/register/", "/oauth/register/some-client/"]
+CLIENT_ENDPOINTS = [
+    "/oauth/token/",
+    "/oauth/revoke/",
+    "/oauth/register/",
+    "/oauth/register/some-client/",
+    # Shown failing before: the REST API answered a preflight 405 (its paths were not CORS's).
+    "/api/v1/llm/invoke",
+    "/api/v1/providers",
+]
 PAGES = ["/accounts/login/", "/oauth/authorize/", "/admin/", "/admin/login/", "/accounts/connected/", "/"]
 
 
@@ -184,3 +192,10 @@ def test_on_a_public_server_a_loopback_origin_needs_to_be_listed(client):
     response = _preflight(client, "/oauth/token/", "http://localhost:6274")
 
     assert _allow_origin(response) is None
+
+
+def test_an_api_answer_is_readable_by_an_allowed_origin_only(client, db):
+    for origin, readable in ((ALLOWED, True), (FOREIGN, False)):
+        response = client.get("/api/v1/providers", headers={"origin": origin})
+        assert response.status_code == 401  # no token: the API's own answer, with CORS on top
+        assert (_allow_origin(response) == origin) is readable
