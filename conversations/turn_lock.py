@@ -2,6 +2,10 @@
 
 The hold is a timestamp on the session's binding row, taken with one conditional UPDATE, so the
 database decides between workers; a worker that dies mid-turn leaves a hold that simply expires.
+
+The hold is the turn's longest possible run (its timeout and a margin, tens of seconds), while
+most turns take milliseconds: a refused caller is told to retry within ``RETRY_HINT_MAX_SECONDS``
+(or sooner, when the hold ends sooner), not when the hold would expire.
 """
 
 from __future__ import annotations
@@ -22,6 +26,8 @@ RACE_ATTEMPTS = 3
 # A hold longer than any turn's timeout is a caller's mistake; cap it, so a bad value cannot lock
 # a session for years (nor overflow a datetime).
 TURN_LOCK_MAX_SECONDS = 24 * 3600
+# The longest retry hint a refused turn is given (the hold's end is only the worst case).
+RETRY_HINT_MAX_SECONDS = 2
 
 
 def turn_lock_take(*, key: str, seconds: float) -> None:
@@ -47,9 +53,9 @@ def turn_lock_take(*, key: str, seconds: float) -> None:
 
 
 def turn_retry_after_seconds(*, until: datetime, now: datetime) -> int:
-    """Whole seconds until a hold ends, rounded up and never 0 (a client told "retry in 0 s"
-    would retry at once and be refused again)."""
-    return max(1, math.ceil((until - now).total_seconds()))
+    """Whole seconds to wait before retrying: until the hold ends, rounded up, but at most
+    ``RETRY_HINT_MAX_SECONDS``, and never 0 (a client told "retry in 0 s" would retry at once)."""
+    return max(1, min(RETRY_HINT_MAX_SECONDS, math.ceil((until - now).total_seconds())))
 
 
 def turn_lock_release(*, key: str) -> None:

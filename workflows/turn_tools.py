@@ -68,10 +68,12 @@ def output_result(output: CommandOutput) -> CallToolResult:
     streamed."""
     structured = output.model_dump(mode="json", exclude={"traces"} if output.traces is None else set())
     first = output.command_responses[0].response if output.command_responses else ""
-    verdict = "ok" if output.success else "failed"
-    return tool_result(
-        structured=structured, summary=[f"{output.command_name or 'No command'} {verdict}: {first}"[:500]]
-    )
+    if output.command_name:
+        summary = f"{output.command_name} {'ok' if output.success else 'failed'}: {first}"
+    else:
+        # Nothing ran (no command matched): what the turn says is the whole story.
+        summary = first or "No command ran."
+    return tool_result(structured=structured, summary=[summary[:500]])
 
 
 def _resolve(*, identity: Identity, text: str, context: str) -> ResolvedCommand:
