@@ -578,6 +578,10 @@ LOGGING = {
         # string included, where an upstream's URL may carry its key.
         "httpx2": {"level": "WARNING"},
         "LiteLLM": {"level": "WARNING"},
+        # The SDK's client (upstream MCP servers) logs each session id it receives, and each stream
+        # reconnection, at INFO: noise in the server's log, and JSON lines in an operator's
+        # terminal when `manage.py upstreams add` connects.
+        "mcp.client": {"level": "WARNING"},
         # The SDK logs every stateless transport's start and end at INFO.
         "mcp.server.streamable_http": {"level": "WARNING"},
         "mcp.server.streamable_http_manager": {"level": "WARNING"},

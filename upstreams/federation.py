@@ -19,6 +19,7 @@ from urllib.parse import quote
 from mcp.client.session import ClientSession
 from mcp.server.context import ServerRequestContext
 from mcp.shared.exceptions import MCPError
+from mcp_types import CONNECTION_CLOSED
 
 from core.db import db_call
 from core.errors import InvalidInput, NotFound, UpstreamUnavailable
@@ -45,6 +46,7 @@ METHODS: dict[Kind, str] = {"tool": "tools/call", "resource": "resources/read", 
 # error (the SDK also reports a garbled answer as -32600) is the upstream failing: -32005 naming it.
 PASSED_THROUGH = {-32601, InvalidInput.jsonrpc_code, NotFound.jsonrpc_code}
 MAX_MESSAGE = 300
+CONNECTION_LOST = "its connection closed before it answered (it stopped, or was restarted)"
 
 
 class _LoopState:
@@ -159,9 +161,7 @@ class UpstreamFederation:
             if code in PASSED_THROUGH:
                 raise MCPError(code=code, message=message, data={"upstream": config.name}) from None
             outcome = "unavailable"
-            raise UpstreamUnavailable(
-                upstream=config.name, reason=f"it answered error {code}: {message}"
-            ) from None
+            raise UpstreamUnavailable(upstream=config.name, reason=_error_reason(code, message)) from None
         except TimeoutError:
             outcome = "unavailable"
             raise UpstreamUnavailable(
@@ -233,6 +233,13 @@ async def _request(
     return result.model_dump(by_alias=True, mode="json", exclude_none=True)
 
 
+def _error_reason(code: int, message: str) -> str:
+    if code == CONNECTION_CLOSED:
+        # The SDK's own code for a transport that ended, not anything the upstream said.
+        return CONNECTION_LOST
+    return f"it answered error {code}: {message}"
+
+
 def _reason(error: BaseException) -> str:
     """What the caller is told: the kind of failure, never the upstream's internals (its URL may
     carry a key)."""
@@ -240,7 +247,7 @@ def _reason(error: BaseException) -> str:
         error = error.exceptions[0]
     if isinstance(error, MCPError):
         # Raised while connecting (in the session's own task, hence wrapped): its initialize failed.
-        return f"it answered error {error.error.code}: {text_cleaned(error.error.message)[:MAX_MESSAGE]}"
+        return _error_reason(error.error.code, text_cleaned(error.error.message)[:MAX_MESSAGE])
     if "OAuth" in type(error).__name__:
         return "Gatehouse could not get a token for it from its authorization server"
     if isinstance(error, OSError | ConnectionError) or "Connect" in type(error).__name__:

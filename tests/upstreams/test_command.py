@@ -13,8 +13,9 @@ from django.db import connection
 
 from core.crypto import secret_decrypt
 from tests.e2e.harness import free_port
+from tests.support.factories import TenantFactory
 from tests.support.python_process import python_run
-from tests.support.upstream_support import stdio_command, upstream_row
+from tests.support.upstream_support import UpstreamProcess, stdio_command, upstream_row
 from upstreams.models import AuthKind, Transport, Upstream
 
 pytestmark = pytest.mark.django_db
@@ -241,3 +242,22 @@ def test_names_left_out_are_shown_with_the_reason(tenant, capfd):
     assert "Left out 'wh\u043eami': its name is not 1 to 128 ASCII letters, digits" in out
     assert "Left out 'wh0ami': its name looks like 'whoami', one of Gatehouse's own." in out
     assert Upstream.objects.get().tool_names == ["fine_tool"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_adding_an_http_upstream_prints_its_answer_and_no_log_line(tmp_path):
+    """The real command, in its own process (its logging as an operator has it). Shown failing
+    before: the SDK's client wrote '{"level": "INFO", "logger": "mcp.client.streamable_http",
+    "message": "Received session ID: ..."}' into the terminal."""
+    tenant = TenantFactory.create()
+    process = UpstreamProcess("http", workdir=tmp_path).start()
+    try:
+        result = python_run(
+            ["manage.py", "upstreams", "add", tenant.slug, "web", "--url", process.url, "--prefix"],
+            env={**os.environ, "DATABASE_URL": _test_database_url()},
+        )
+    finally:
+        process.kill()
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith(f"Added upstream 'web' to {tenant.slug}. Connected: ")
+    assert result.stderr == ""

@@ -72,6 +72,8 @@ async def test_an_http_upstream_killed_mid_call_gives_32005_and_works_again_afte
         process.kill()
 
     _assert_unavailable(killed.value, "doomed")
+    # Shown failing before: "it answered error -32000: Connection closed", which it never said.
+    assert "-32000" not in killed.value.message
     _assert_unavailable(while_down.value, "doomed")
     assert not own.is_error, own
     assert back.structured_content is not None
@@ -102,6 +104,7 @@ async def test_a_stdio_child_killed_mid_call_gives_32005_and_the_next_call_start
         again = await client.call_tool("echo", {"text": "again"})
 
     _assert_unavailable(killed.value, "child")
+    assert "its connection closed before it answered" in killed.value.message, killed.value.message
     assert not own.is_error, own
     assert again.structured_content is not None
     assert again.structured_content["text"] == "again"
