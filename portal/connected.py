@@ -63,12 +63,14 @@ def connection_list_for_user(*, user: User, now: datetime | None = None) -> list
     """The person's connections, most recently used first."""
     now = now or timezone.now()
     rows: list[tuple[int, int, str, datetime | None, str]] = []
+    # Grouped in the database: a client that refreshes often holds many token rows, all with the
+    # same few scope strings, and only the latest ``updated`` of each matters here.
     access = AccessToken.objects.filter(user=user, tenant__isnull=False, expires__gt=now)
     rows += [
         (app_id, tenant_id, scope, updated, "token")
-        for app_id, tenant_id, scope, updated in access.values_list(
-            "application_id", "tenant_id", "scope", "updated"
-        )
+        for app_id, tenant_id, scope, updated in access.values_list("application_id", "tenant_id", "scope")
+        .annotate(last=Max("updated"))
+        .order_by()
     ]
     refresh = RefreshToken.objects.filter(user=user, revoked__isnull=True, access_token__isnull=False)
     cutoff = _live_refresh_cutoff(now)
@@ -77,8 +79,10 @@ def connection_list_for_user(*, user: User, now: datetime | None = None) -> list
     rows += [
         (app_id, tenant_id, scope or "", updated, "token")
         for app_id, tenant_id, scope, updated in refresh.values_list(
-            "application_id", "tenant_id", "access_token__scope", "updated"
+            "application_id", "tenant_id", "access_token__scope"
         )
+        .annotate(last=Max("updated"))
+        .order_by()
     ]
     consents = RememberedConsent.objects.filter(user=user)
     rows += [

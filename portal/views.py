@@ -14,7 +14,6 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_POST
 
 from accounts.models import Role, User
-from accounts.scopes import scope_definitions
 from accounts.selectors import membership_list_for_user
 from portal.connected import (
     connection_get,
@@ -24,6 +23,7 @@ from portal.connected import (
     session_end_for_user,
     session_list_for_user,
 )
+from portal.connected_display import connections_shown
 
 DISCONNECTED = "{application} was disconnected from {tenant}; it will have to ask you again."
 SESSION_ENDED = "The session of {application} in {tenant} was ended."
@@ -62,18 +62,7 @@ def home(request: HttpRequest) -> HttpResponse:
 @login_required
 @require_GET
 def connected_list(request: HttpRequest) -> HttpResponse:
-    definitions = scope_definitions()
-    rows = [
-        {
-            "connection": connection,
-            # A scope no longer in the table still shows, by name: the person should see it all.
-            "scopes": [
-                definitions[name].description if name in definitions else name
-                for name in sorted(connection.scopes)
-            ],
-        }
-        for connection in connection_list_for_user(user=_person(request))
-    ]
+    rows = connections_shown(connections=connection_list_for_user(user=_person(request)))
     return render(request, "accounts/connected.html", {"rows": rows})
 
 
