@@ -15,6 +15,7 @@ from django.views.decorators.http import require_GET, require_POST
 
 from accounts.models import Role, User
 from accounts.selectors import membership_list_for_user
+from core.text_safety import text_cleaned
 from portal.connected import (
     connection_get,
     connection_list_for_user,
@@ -80,7 +81,8 @@ def connected_disconnect(request: HttpRequest) -> HttpResponse:
     messages.success(
         request,
         DISCONNECTED.format(
-            application=connection.application.name or connection.application.client_id,
+            # A client's own words: what could reorder the sentence around it goes (text_cleaned).
+            application=text_cleaned(connection.application.name or connection.application.client_id),
             tenant=connection.tenant.name,
         ),
     )
@@ -103,7 +105,8 @@ def session_end(request: HttpRequest) -> HttpResponse:
     messages.success(
         request,
         SESSION_ENDED.format(
-            application=session.application.name or session.client_name, tenant=session.tenant.name
+            application=text_cleaned(session.application.name or session.client_name),
+            tenant=session.tenant.name,
         ),
     )
     return redirect("accounts:sessions")
