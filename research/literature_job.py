@@ -8,6 +8,9 @@
 3. ``final``: the selection. Approve to complete; edit to keep a subset of it (asked again); reject
    to go back to screening.
 
+A paper's id (``p1``, ``p2``, ...) is given when it is first shown and means that paper at every
+later checkpoint and in the result (``research.paper_ids``).
+
 Each decision that does not complete the job is one more iteration. The steps that touch the network
 (``search``, ``resolve``) run in a worker; decisions that only move between checkpoints do not.
 """
@@ -30,6 +33,7 @@ from jobs.kinds import (
     ProgressReport,
     Stop,
 )
+from research.paper_ids import papers_identified, papers_kept, papers_numbered
 from research.records import Paper, doi_normalize, papers_merge
 from research.sources.base import SearchPlan, SourceError
 from research.sources.registry import DOMAINS, SOURCE_NAMES, source_get, sources_for_domain, sources_offered
@@ -94,13 +98,16 @@ class LiteratureSearch:
                 )
             except SourceError as error:
                 failures[name] = error.message
-        candidates = papers_merge(found)[: plan.max_results]
-        context = {**job.context, "candidates": [p.as_json() for p in candidates], "failures": failures}
+        candidates, ids = papers_identified(
+            context=job.context, papers=papers_merge(found)[: plan.max_results]
+        )
+        context = {**job.context, **ids, "candidates": candidates, "failures": failures}
         return _screening_checkpoint(context=context)
 
     def _resolve(self, *, job: JobView, report: ProgressReport) -> Checkpoint:
-        selection = [Paper.from_json(p) for p in job.context["selection"]]
-        have = {p.doi for p in selection if p.doi}
+        selection = papers_numbered(job.context["selection"])
+        have = {doi for doi in (doi_normalize(p.get("doi") or "") for p in selection) if doi}
+        added: list[Paper] = []
         failures: dict[str, str] = {}
         for doi in job.context.get("add_dois", []):
             if doi in have:
@@ -117,9 +124,11 @@ class LiteratureSearch:
                     continue
                 if paper is not None:
                     break
-            selection.append(paper or Paper(title=f"DOI {doi}", doi=doi, url=f"https://doi.org/{doi}"))
+            added.append(paper or Paper(title=f"DOI {doi}", doi=doi, url=f"https://doi.org/{doi}"))
             have.add(doi)
-        context = {**job.context, "selection": [p.as_json() for p in selection], "add_dois": []}
+        # A paper added back after it was dropped gets its id back; a new one the next id.
+        stored, ids = papers_identified(context=job.context, papers=added, taken=[p["id"] for p in selection])
+        context = {**job.context, **ids, "selection": selection + stored, "add_dois": []}
         return _final_checkpoint(context=context, failures=failures)
 
     # -- decisions ---------------------------------------------------------------------------------
@@ -152,12 +161,16 @@ class LiteratureSearch:
         if action == "approve":
             if data:
                 raise InvalidInput("approve takes no data; use edit to keep a subset or add DOIs.")
-            return _final_checkpoint(context={**job.context, "selection": candidates})
+            return _final_checkpoint(context={**job.context, "selection": papers_numbered(candidates)})
         if action == "edit":
             _only(data, {"keep", "add_dois"}, checkpoint=SCREENING)
             if "keep" not in data and "add_dois" not in data:
                 raise InvalidInput("edit at screening needs keep (candidate ids) and/or add_dois.")
-            selection = _kept(candidates, data["keep"]) if "keep" in data else candidates
+            selection = (
+                papers_kept(papers=candidates, keep=data["keep"], checkpoint=SCREENING)
+                if "keep" in data
+                else papers_numbered(candidates)
+            )
             add_dois = _dois(data.get("add_dois", []))
             context = {**job.context, "selection": selection, "add_dois": add_dois}
             if add_dois:
@@ -175,12 +188,15 @@ class LiteratureSearch:
         if action == "approve":
             if data:
                 raise InvalidInput("approve takes no data; use edit to keep a subset.")
-            return Complete(result=_result(job=job, selection=selection), message="Complete.")
+            return Complete(
+                result=_result(job=job, selection=papers_numbered(selection)), message="Complete."
+            )
         if action == "edit":
             _only(data, {"keep"}, checkpoint=FINAL)
             if "keep" not in data:
                 raise InvalidInput("edit at final needs keep (the ids of the papers to keep).")
-            return _final_checkpoint(context={**job.context, "selection": _kept(selection, data["keep"])})
+            kept = papers_kept(papers=selection, keep=data["keep"], checkpoint=FINAL)
+            return _final_checkpoint(context={**job.context, "selection": kept})
         if data:
             raise InvalidInput("reject at final takes no data; it goes back to screening.")
         return _screening_checkpoint(context=dict(job.context))
@@ -200,14 +216,14 @@ def _plan_checkpoint(*, plan: SearchPlan, context: dict[str, Any]) -> Checkpoint
 
 
 def _screening_checkpoint(*, context: dict[str, Any]) -> Checkpoint:
-    candidates = [Paper.from_json(p) for p in context.get("candidates", [])]
+    candidates = papers_numbered(context.get("candidates", []))
     failures = dict(context.get("failures", {}))
     summary = f"{len(candidates)} candidate paper(s) found."
     if failures:
         summary += f" Failed sources: {', '.join(sorted(failures))}."
     payload = {
         "summary": summary,
-        "candidates": [_candidate(index, paper) for index, paper in enumerate(candidates, start=1)],
+        "candidates": [_candidate(paper) for paper in candidates],
         "failures": failures,
         "plan": context["plan"],
     }
@@ -215,19 +231,21 @@ def _screening_checkpoint(*, context: dict[str, Any]) -> Checkpoint:
 
 
 def _final_checkpoint(*, context: dict[str, Any], failures: Mapping[str, str] | None = None) -> Checkpoint:
-    selection = [Paper.from_json(p) for p in context.get("selection", [])]
+    selection = papers_numbered(context.get("selection", []))
     summary = f"{len(selection)} paper(s) selected; approve to complete."
     payload = {
         "summary": summary,
-        "papers": [_candidate(index, paper) for index, paper in enumerate(selection, start=1)],
+        "papers": [_candidate(paper) for paper in selection],
         "failures": dict(failures or {}),
     }
     return Checkpoint(kind=FINAL, payload=payload, context=context, message="Waiting for the final sign-off.")
 
 
-def _candidate(index: int, paper: Paper) -> dict[str, Any]:
+def _candidate(stored: Mapping[str, Any]) -> dict[str, Any]:
+    """A stored paper (with its id, ``research.paper_ids``) as a checkpoint shows it."""
+    paper = Paper.from_json(stored)
     return {
-        "id": f"p{index}",
+        "id": stored["id"],
         "title": paper.title,
         "authors": list(paper.authors),
         "year": paper.year,
@@ -285,24 +303,6 @@ def _plan_edited(plan: SearchPlan, data: Mapping[str, Any]) -> SearchPlan:
     return SearchPlan(
         terms=terms, year_from=year_from, year_to=year_to, sources=sources, max_results=max_results
     )
-
-
-def _kept(papers: list[dict[str, Any]], keep: object) -> list[dict[str, Any]]:
-    if not isinstance(keep, list) or not all(isinstance(item, str) for item in keep):
-        raise InvalidInput("keep must be a list of paper ids (p1, p2, ...) or DOIs.")
-    ids = {f"p{index}": paper for index, paper in enumerate(papers, start=1)}
-    by_doi = {paper.get("doi"): paper for paper in papers if paper.get("doi")}
-    kept: list[dict[str, Any]] = []
-    unknown: list[str] = []
-    for item in keep:
-        paper = ids.get(item) or by_doi.get(doi_normalize(item))
-        if paper is None:
-            unknown.append(item[:40])
-        elif paper not in kept:
-            kept.append(paper)
-    if unknown:
-        raise InvalidInput(f"keep names no paper here: {', '.join(unknown[:10])}.")
-    return kept
 
 
 def _dois(raw: object) -> list[str]:

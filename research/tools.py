@@ -134,7 +134,9 @@ def _channel(identity: Identity) -> str:
         "the search. screening: approve keeps every candidate; edit with data {keep: [ids or DOIs], "
         "add_dois: [...]}; reject with data (as for the plan) refines the query and searches again. "
         "final: approve completes the search; edit with data {keep: [...]}; reject goes back to "
-        "screening. Returns the next checkpoint, the result, or status running."
+        "screening. A paper keeps the id it was first shown with (p7) for the whole search; keep "
+        "names papers of the pending checkpoint only. Returns the next checkpoint, the result, or "
+        "status running."
     ),
     scopes=[SCOPE_WRITE],
     read_only=False,

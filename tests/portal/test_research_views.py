@@ -289,7 +289,11 @@ def test_a_full_search_decided_on_the_page_edits_the_plan_keeps_a_subset_and_exp
         "Graph attention networks",
     ]
 
-    assert _decide(browser, job, "final", "keep", keep=["p2"]).status_code == 302
+    # A paper keeps the id it had among the candidates (research.paper_ids).
+    assert (
+        _decide(browser, job, "final", "keep", keep=[candidates["Graph attention networks"]]).status_code
+        == 302
+    )
     job.refresh_from_db()
     assert [p["title"] for p in (job.checkpoint or {})["papers"]] == ["Graph attention networks"]
     assert _decide(browser, job, "final", "approve", note="Done").status_code == 302
@@ -501,7 +505,10 @@ def test_a_refused_edit_keeps_what_she_typed(browser, owner):
 def test_screening_refusals_re_render_the_form(browser, owner, library):
     job = _screening(owner)
     for fields, message in (
-        ({"decision": "keep", "keep": "p99"}, "keep names no paper here: p99."),
+        (
+            {"decision": "keep", "keep": "p99"},
+            "keep names no paper shown at the screening checkpoint: 'p99'.",
+        ),
         ({"decision": "keep", "add_dois": "not-a-doi"}, "Not a DOI"),
         ({"decision": "refine", "year_to": "abc"}, "year_to must be a whole number."),
     ):

@@ -51,8 +51,9 @@ async def test_a_search_runs_to_completion_over_stdio_and_exports_bibtex(server,
     with django_db_blocker.unblock():
         client_id, decisions = _in_own_thread(history)
     assert client_id == "stdio"
+    # The stdio channel, as docs/research-pages.md says (it said mcp before).
     assert decisions == [
-        ("plan", "approve", "mcp"),
-        ("screening", "approve", "mcp"),
-        ("final", "approve", "mcp"),
+        ("plan", "approve", "stdio"),
+        ("screening", "approve", "stdio"),
+        ("final", "approve", "stdio"),
     ]
