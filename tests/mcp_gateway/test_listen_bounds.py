@@ -16,20 +16,7 @@ from core.models import AuditAction
 from mcp_gateway.kernel.registry import default_registry
 from mcp_gateway.pipeline import stream_bounds
 from mcp_gateway.pipeline.list_changes import MAX_STREAMS_PER_TENANT, ListChanges, _Tenant
-
-ALICE = Identity(
-    user_id=1,
-    username="alice",
-    tenant_id=10,
-    tenant_slug="acme",
-    tenant_name="Acme",
-    role="admin",
-    scopes=frozenset({"mcp:read"}),
-    application_id=1,
-    client_id="c",
-    client_name="C",
-    token_id=1,
-)
+from tests.support.identities import ALICE
 
 
 @pytest.fixture

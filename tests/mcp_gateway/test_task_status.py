@@ -15,7 +15,6 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import SubscriptionFilter, SubscriptionsListenRequestParams
 
 from core.db import psycopg_connect_kwargs
-from core.identity import Identity
 from jobs.models import Job, JobState
 from mcp_gateway.kernel.registry import default_registry
 from mcp_gateway.pipeline import list_changes
@@ -29,20 +28,7 @@ from mcp_gateway.pipeline.task_status_2026_07_28 import (
     task_status_params,
 )
 from tests.support.factories import MembershipFactory
-
-ALICE = Identity(
-    user_id=1,
-    username="alice",
-    tenant_id=10,
-    tenant_slug="acme",
-    tenant_name="Acme",
-    role="admin",
-    scopes=frozenset({"mcp:read"}),
-    application_id=1,
-    client_id="c",
-    client_name="C",
-    token_id=1,
-)
+from tests.support.identities import ALICE
 
 
 def _filter(**extra: object) -> SubscriptionFilter:

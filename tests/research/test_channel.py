@@ -5,22 +5,11 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from core.identity import STDIO_CLIENT_ID, Identity
+from core.identity import STDIO_CLIENT_ID
 from research.tools import _channel
+from tests.support.identities import identity_without_rows
 
-CLIENT = Identity(
-    user_id=1,
-    username="alice",
-    tenant_id=1,
-    tenant_slug="acme",
-    tenant_name="Acme",
-    role="admin",
-    scopes=frozenset({"mcp:write"}),
-    application_id=3,
-    client_id="abc",
-    client_name="Claude",
-    token_id=9,
-)
+CLIENT = identity_without_rows(scopes=frozenset({"mcp:write"}), application_id=3, client_id="abc", token_id=9)
 
 
 def test_a_stdio_session_decides_on_the_stdio_channel():

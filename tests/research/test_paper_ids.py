@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 from django.test import Client
+from mcp_types import TextContent
 
 from core.errors import InvalidInput
 from jobs.checkpoints import checkpoint_name
@@ -294,10 +295,10 @@ async def test_hostile_ids_are_refused_with_the_tool_s_error_and_the_checkpoint_
     for keep, _ in HOSTILE_KEEPS:
         refused = await tool_call(alice, "decide", session_id=session_id, action="edit", data={"keep": keep})
         payload = {
-            "error": {"code": -32602, "reason": "invalid_data", "message": refused.result.content[0].text}
+            "error": {"code": -32602, "reason": "invalid_data", "message": _text(refused.result.content[0])}
         }
         answers.append(
-            (refused.is_error, refused.structured, json.loads(refused.result.content[1].text) == payload)
+            (refused.is_error, refused.structured, json.loads(_text(refused.result.content[1])) == payload)
         )
     assert answers == [
         (True, {"error": {"code": -32602, "reason": "invalid_data", "message": message}}, True)
@@ -305,3 +306,8 @@ async def test_hostile_ids_are_refused_with_the_tool_s_error_and_the_checkpoint_
     ]
     after = (await tool_call(alice, "get_session", session_id=session_id)).structured
     assert after == before
+
+
+def _text(block: object) -> str:
+    assert isinstance(block, TextContent), block
+    return block.text

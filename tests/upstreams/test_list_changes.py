@@ -9,6 +9,7 @@ from dataclasses import replace
 import pytest
 
 from tests.support.waiting import eventually
+from tests.upstreams.support import upstream_config
 from upstreams import list_changes
 from upstreams.config import UpstreamConfig
 from upstreams.list_changes import ListChangeCoalescer
@@ -16,29 +17,7 @@ from upstreams.metrics import UPSTREAM_NOTIFICATIONS
 
 WINDOW = 0.02
 
-FLOODER = UpstreamConfig(
-    id=901,
-    tenant_id=1,
-    tenant_slug="acme",
-    name="flooder",
-    transport="http",
-    url="http://127.0.0.1:9/mcp",
-    command="",
-    args=(),
-    cwd="",
-    connect_timeout=10,
-    call_timeout=10,
-    include=frozenset(),
-    exclude=frozenset(),
-    prefix=False,
-    scopes=frozenset(),
-    auth="none",
-    header_name="",
-    oauth_client_id="",
-    oauth_scope="",
-    pass_identity=False,
-    version="v1",
-)
+FLOODER = upstream_config(id=901, name="flooder")
 
 
 def _counted(outcome: str, config: UpstreamConfig = FLOODER) -> float:

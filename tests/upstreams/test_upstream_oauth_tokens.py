@@ -12,6 +12,7 @@ import pytest
 
 from tests.support.upstream_support import UpstreamProcess
 from tests.support.waiting import clock_past
+from tests.upstreams.support import upstream_config
 from upstreams.config import UpstreamConfig
 from upstreams.oauth import upstream_oauth
 
@@ -44,27 +45,10 @@ def vendor(tmp_path_factory):
 
 def _config(url: str) -> UpstreamConfig:
     """A configuration of its own (a new version) for each test: no state from another."""
-    return UpstreamConfig(
-        id=1,
-        tenant_id=1,
-        tenant_slug="acme",
-        name="vendor",
-        transport="http",
+    return upstream_config(
         url=url,
-        command="",
-        args=(),
-        cwd="",
-        connect_timeout=10,
-        call_timeout=10,
-        include=frozenset(),
-        exclude=frozenset(),
-        prefix=False,
-        scopes=frozenset(),
         auth="oauth",
-        header_name="",
         oauth_client_id=CLIENT_ID,
-        oauth_scope="",
-        pass_identity=False,
         version=secrets.token_hex(6),
         oauth_client_secret=CLIENT_SECRET,
     )

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 
+from mcp_types import TextContent
+
 from workflows.outputs import CommandOutput, CommandResponse
 from workflows.turn_tools import output_result
 
@@ -14,10 +16,13 @@ def _output(**fields: object) -> CommandOutput:
     return CommandOutput.model_validate({**values, **fields})
 
 
+def _text(block: object) -> str:
+    assert isinstance(block, TextContent), block
+    return block.text
+
+
 def _summary(output: CommandOutput) -> str:
-    result = output_result(output)
-    assert result.content[0].type == "text"
-    return result.content[0].text
+    return _text(output_result(output).content[0])
 
 
 def test_a_command_that_ran_is_named_with_its_verdict():
@@ -35,4 +40,4 @@ def test_a_turn_that_ran_no_command_says_only_why():
     assert _summary(output) == why
     assert _summary(_output(success=False, command_name="")) == "No command ran."
     # The structured content is unchanged: the same JSON as before, in the text block after.
-    assert json.loads(output_result(output).content[-1].text)["command_name"] == ""
+    assert json.loads(_text(output_result(output).content[-1]))["command_name"] == ""
