@@ -50,13 +50,28 @@ class FederatedEntries:
     ) -> FederatedItem | None:
         """The entry a request naming ``name`` reaches: for a tool or prompt, one the list shows;
         for a resource, also a URI one of the federations' templates matches."""
+        listed: list[FederatedItem] = []
         if kind == "tool" or kind == "prompt":
             listed = await self.listed(kind=kind, identity=identity, enabled=enabled)
-            return next((item for item in listed if item.name == name), None)
+            shown = next((item for item in listed if item.name == name), None)
+            if shown is not None:
+                return shown
         for federation in self.registry.federations(enabled=enabled):
             item = await federation.resolve(identity=identity, kind=kind, name=name)
-            if item is not None:
-                return item
+            if item is None:
+                continue
+            if kind == "tool" or kind == "prompt":
+                # Not listed, yet the federation knows it: a tool of an upstream that cannot be
+                # reached now (its last test's names), which a call still reaches, to fail with
+                # the upstream's name. Held to the same names as the lists.
+                ledger = name_ledger(registry=self.registry, kind=kind)
+                for taken in listed:
+                    ledger.take(taken.name)
+                why = ledger.left_out(item.name)
+                if why is not None:
+                    self._log_once(item, why)
+                    return None
+            return item
         return None
 
     def _unnamed_left_out(self, item: FederatedItem, taken: set[str]) -> str | None:

@@ -15,7 +15,6 @@ import asyncio
 import json
 import os
 import secrets
-import shlex
 import socket
 import sqlite3
 import subprocess
@@ -207,9 +206,12 @@ async def test_the_upstream_demo_walk_through_works_on_sqlite(fresh):
     assert converted.structured_content == {"value": 100.0, "from_unit": "C", "to_unit": "F", "result": 212.0}
 
 
-def _curl(command: str) -> dict:
-    """Run a curl line exactly as printed for the reader (curl is there on a newcomer's machine)."""
-    completed = subprocess.run(shlex.split(command), capture_output=True, text=True, timeout=60, check=False)
+def _shell(script: str, *, typed: str) -> dict:
+    """Run lines exactly as printed for the reader, in bash (curl is there on a newcomer's
+    machine), with ``typed`` as what the reader types at the terminal."""
+    completed = subprocess.run(
+        ["bash", "-c", script], input=typed + "\n", capture_output=True, text=True, timeout=60, check=False
+    )
     assert completed.returncode == 0, completed.stderr
     return dict(json.loads(completed.stdout))
 
@@ -224,9 +226,14 @@ async def test_the_llm_gateway_walk_through_works_on_sqlite(fresh):
         PORT=str(fresh.port),
     )  # fmt: skip
     assert code == 0, err
-    token_command = out.strip().splitlines()[-1]
-    assert token_command.startswith("curl "), out
-    issued = await asyncio.to_thread(_curl, token_command)
+    # The two lines it prints, run as printed; the secret is typed (on stdin), as the first asks.
+    lines = out.strip().splitlines()
+    secret = next(line.split(":", 1)[1].strip() for line in lines if line.startswith("client_secret:"))
+    token_lines = [line.strip() for line in lines[-2:]]
+    assert token_lines[0].startswith("read -rs CLIENT_SECRET"), out
+    assert "| curl " in token_lines[1], out
+    assert secret not in "\n".join(token_lines)
+    issued = await asyncio.to_thread(_shell, "\n".join(token_lines), typed=secret)
     assert "llm:invoke" in issued["scope"].split(), issued
     headers = {"Authorization": f"Bearer {issued['access_token']}"}
     async with httpx.AsyncClient(base_url=server.base_url, headers=headers, timeout=60) as http:
