@@ -11,6 +11,13 @@ Shown failing once by hand, with ``from accounts.models import Tenant`` appended
     - core.errors -> accounts.models (l.95)
 
 ``test_an_upward_import_breaks_the_contract`` does the same on a copy of the tree, every run.
+
+The contract that only ``language_models`` imports litellm (every model call through its one
+door, issue 37) was shown failing by hand, with ``import litellm`` appended to
+``data_agent/ask_tool.py``::
+
+    data_agent is not allowed to import litellm:
+    -   data_agent.ask_tool -> litellm (l.277)
 """
 
 from __future__ import annotations
