@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 
 from core.identity import Identity
-from mcp_gateway.kernel.federated_names import DUPLICATE, SHADOWED, name_ledger
+from mcp_gateway.kernel.federated_names import DUPLICATE, SHADOWED, NameLedger, name_ledger
 from mcp_gateway.kernel.federation import FederatedItem, Kind
 from mcp_gateway.kernel.registry import Registry
 
@@ -26,6 +26,38 @@ class FederatedEntries:
 
     async def listed(self, *, kind: Kind, identity: Identity, enabled: frozenset[str]) -> list[FederatedItem]:
         """The entries of ``kind`` the tenant's lists show, in order, whatever the caller's scopes."""
+        shown, _ = await self._selected(kind=kind, identity=identity, enabled=enabled)
+        return shown
+
+    async def resolve(
+        self, *, kind: Kind, name: str, identity: Identity, enabled: frozenset[str]
+    ) -> FederatedItem | None:
+        """The entry a request naming ``name`` reaches: for a tool or prompt, one the list shows;
+        for a resource, also a URI one of the federations' templates matches."""
+        ledger: NameLedger | None = None
+        if kind == "tool" or kind == "prompt":
+            shown, ledger = await self._selected(kind=kind, identity=identity, enabled=enabled)
+            listed = next((item for item in shown if item.name == name), None)
+            if listed is not None:
+                return listed
+        for federation in self.registry.federations(enabled=enabled):
+            item = await federation.resolve(identity=identity, kind=kind, name=name)
+            if item is None:
+                continue
+            # Not listed, yet the federation knows it: a tool of an upstream that cannot be
+            # reached now (its last test's names), which a call still reaches, to fail with the
+            # upstream's name. Held to the same names as the lists.
+            why = ledger.left_out(item.name) if ledger is not None else None
+            if why is not None:
+                self._log_once(item, why)
+                return None
+            return item
+        return None
+
+    async def _selected(
+        self, *, kind: Kind, identity: Identity, enabled: frozenset[str]
+    ) -> tuple[list[FederatedItem], NameLedger | None]:
+        """What the lists show, and (for tools and prompts) the ledger of the names they took."""
         ledger = (
             name_ledger(registry=self.registry, kind=kind) if kind == "tool" or kind == "prompt" else None
         )
@@ -43,36 +75,7 @@ class FederatedEntries:
                     ledger.take(item.name)
                 taken.add(item.name)
                 shown.append(item)
-        return shown
-
-    async def resolve(
-        self, *, kind: Kind, name: str, identity: Identity, enabled: frozenset[str]
-    ) -> FederatedItem | None:
-        """The entry a request naming ``name`` reaches: for a tool or prompt, one the list shows;
-        for a resource, also a URI one of the federations' templates matches."""
-        listed: list[FederatedItem] = []
-        if kind == "tool" or kind == "prompt":
-            listed = await self.listed(kind=kind, identity=identity, enabled=enabled)
-            shown = next((item for item in listed if item.name == name), None)
-            if shown is not None:
-                return shown
-        for federation in self.registry.federations(enabled=enabled):
-            item = await federation.resolve(identity=identity, kind=kind, name=name)
-            if item is None:
-                continue
-            if kind == "tool" or kind == "prompt":
-                # Not listed, yet the federation knows it: a tool of an upstream that cannot be
-                # reached now (its last test's names), which a call still reaches, to fail with
-                # the upstream's name. Held to the same names as the lists.
-                ledger = name_ledger(registry=self.registry, kind=kind)
-                for taken in listed:
-                    ledger.take(taken.name)
-                why = ledger.left_out(item.name)
-                if why is not None:
-                    self._log_once(item, why)
-                    return None
-            return item
-        return None
+        return shown, ledger
 
     def _unnamed_left_out(self, item: FederatedItem, taken: set[str]) -> str | None:
         """Resources and templates: their URIs, which only Gatehouse's own or an earlier one take."""

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from playwright.async_api import Locator, Page, expect
+from playwright.async_api import ConsoleMessage, Locator, Page, expect
 
 from tests.e2e.oauth_driver import OAuthDriver, pkce_pair
 
@@ -39,3 +39,23 @@ async def sign_in_by_keyboard(page: Page, *, username: str, password: str) -> No
     await expect(page.get_by_label("Password")).to_be_focused()
     await page.keyboard.type(password)
     await page.keyboard.press("Enter")
+
+
+def policy_violations(page: Page) -> list[str]:
+    """Every Content-Security-Policy violation Chromium reports on ``page`` from now on."""
+    violations: list[str] = []
+
+    def note(message: ConsoleMessage) -> None:
+        if "Content Security Policy" in message.text:
+            violations.append(message.text)
+
+    page.on("console", note)
+    return violations
+
+
+async def fits_the_viewport(page: Page) -> None:
+    """The page is no wider than the window: nothing to scroll sideways."""
+    widths = await page.evaluate(
+        "() => ({viewport: window.innerWidth, document: document.documentElement.scrollWidth})"
+    )
+    assert widths["document"] <= widths["viewport"], widths

@@ -12,12 +12,12 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 from oauth2_provider.models import Application
-from playwright.async_api import ConsoleMessage, Page, ViewportSize, expect
+from playwright.async_api import ViewportSize, expect
 
 from accounts.models import Membership, Tenant
 from accounts.scopes import SCOPE_WRITE, scope_definitions
 from oauth.models import AccessToken
-from tests.e2e.browser.pages import sign_in_by_keyboard, tab_to
+from tests.e2e.browser.pages import fits_the_viewport, policy_violations, sign_in_by_keyboard, tab_to
 from tests.e2e.harness import Person
 from tests.support.factories import (
     DEFAULT_PASSWORD,
@@ -68,30 +68,12 @@ def hana(committed) -> tuple[Person, list[Application]]:
     return Person(user.username, password=DEFAULT_PASSWORD, tenant="acme"), namesakes
 
 
-def _policy_violations(page: Page) -> list[str]:
-    violations: list[str] = []
-
-    def note(message: ConsoleMessage) -> None:
-        if "Content Security Policy" in message.text:
-            violations.append(message.text)
-
-    page.on("console", note)
-    return violations
-
-
-async def _fits_the_viewport(page: Page) -> None:
-    widths = await page.evaluate(
-        "() => ({viewport: window.innerWidth, document: document.documentElement.scrollWidth})"
-    )
-    assert widths["document"] <= widths["viewport"], widths
-
-
 async def test_namesakes_are_told_apart_and_the_page_reads_on_a_laptop_and_a_phone(wide_tab, hana):
     person, namesakes = hana
     page = wide_tab.page
     dialogs: list[str] = []
     page.on("dialog", lambda dialog: dialogs.append(dialog.message))
-    violations = _policy_violations(page)
+    violations = policy_violations(page)
     await page.goto("/accounts/login/?next=/accounts/connected/")
     await sign_in_by_keyboard(page, username=person.username, password=person.password)
     await expect(page.get_by_role("heading", level=1, name="Connected applications")).to_be_visible()
@@ -114,12 +96,12 @@ async def test_namesakes_are_told_apart_and_the_page_reads_on_a_laptop_and_a_pho
     await tab_to(page, newer.locator("summary"))
     await page.keyboard.press("Enter")
     await expect(sentence).to_be_visible()
-    await _fits_the_viewport(page)
+    await fits_the_viewport(page)
     await wide_tab.screenshot("connected-applications")
 
     await page.set_viewport_size(PHONE)
     await expect(page.get_by_role("button", name=f"Disconnect {NEWCOMER}").first).to_be_visible()
-    await _fits_the_viewport(page)
+    await fits_the_viewport(page)
     await wide_tab.screenshot("connected-applications-phone")
     assert violations == []
     assert dialogs == []

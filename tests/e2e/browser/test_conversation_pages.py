@@ -13,11 +13,11 @@ from typing import Any
 import pytest
 from asgiref.sync import sync_to_async
 from django.utils import timezone
-from playwright.async_api import ConsoleMessage, Page, expect
+from playwright.async_api import Page, expect
 
 from accounts.models import Tenant, User
 from conversations.models import Conversation, Turn, TurnKind
-from tests.e2e.browser.pages import sign_in_by_keyboard, tab_to
+from tests.e2e.browser.pages import fits_the_viewport, policy_violations, sign_in_by_keyboard, tab_to
 from tests.e2e.harness import Person
 from tests.support.factories import DEFAULT_PASSWORD, MembershipFactory, UserFactory
 
@@ -136,29 +136,10 @@ def conversations(committed, gina) -> dict[str, Conversation]:
     return made
 
 
-def _policy_violations(page: Page) -> list[str]:
-    """Every Content-Security-Policy violation Chromium reports on ``page`` from now on."""
-    violations: list[str] = []
-
-    def note(message: ConsoleMessage) -> None:
-        if "Content Security Policy" in message.text:
-            violations.append(message.text)
-
-    page.on("console", note)
-    return violations
-
-
 async def _sign_in(page: Page, person: Person, *, next_path: str) -> None:
     await page.goto(f"/accounts/login/?next={next_path}")
     await sign_in_by_keyboard(page, username=person.username, password=person.password)
     await expect(page.get_by_role("button", name=f"Sign out {person.username}")).to_be_visible()
-
-
-async def _fits_the_viewport(page: Page) -> None:
-    widths = await page.evaluate(
-        "() => ({viewport: window.innerWidth, document: document.documentElement.scrollWidth})"
-    )
-    assert widths["document"] <= widths["viewport"], widths
 
 
 async def test_the_list_shows_her_conversations_newest_first_and_is_searched_by_keyboard(
@@ -168,7 +149,7 @@ async def test_the_list_shows_her_conversations_newest_first_and_is_searched_by_
     page = tab.page
     dialogs: list[str] = []
     page.on("dialog", lambda dialog: dialogs.append(dialog.message))
-    violations = _policy_violations(page)
+    violations = policy_violations(page)
     await _sign_in(page, person, next_path="/")
 
     nav_link = page.get_by_role("navigation", name="Your account").get_by_role("link", name="Conversations")
@@ -192,7 +173,7 @@ async def test_the_list_shows_her_conversations_newest_first_and_is_searched_by_
     await expect(rows.nth(2).get_by_role("link")).to_have_text(HOSTILE_TOPIC)
     await expect(table.locator("img")).to_have_count(0)
     await expect(page.get_by_text("A stranger's conversation")).to_have_count(0)
-    await _fits_the_viewport(page)
+    await fits_the_viewport(page)
     await tab.screenshot("conversations")
 
     # The search box, the tenant choice and the button come in order after the navigation.
@@ -224,7 +205,7 @@ async def test_a_conversation_shows_its_command_turn_and_its_agent_turn_with_the
 ):
     person, _ = gina
     page = tab.page
-    violations = _policy_violations(page)
+    violations = policy_violations(page)
     await _sign_in(page, person, next_path="/conversations/")
 
     # From the list to the conversation by keyboard alone.
@@ -264,7 +245,7 @@ async def test_a_conversation_shows_its_command_turn_and_its_agent_turn_with_the
     await expect(second).to_contain_text("No feedback was given.")
     # The page's own styles (in the nonce'd style element) apply.
     await expect(page.locator("#turn-1 .badge.ok")).to_have_css("background-color", "rgb(230, 244, 234)")
-    await _fits_the_viewport(page)
+    await fits_the_viewport(page)
     await tab.screenshot("conversation")
     assert violations == []
 
@@ -331,12 +312,12 @@ async def test_long_unbroken_text_wraps_and_wide_tables_scroll_inside_the_page(t
     page = tab.page
     await _sign_in(page, person, next_path="/conversations/")
     await expect(page.locator("table#conversations tbody tr")).to_have_count(1)
-    await _fits_the_viewport(page)
+    await fits_the_viewport(page)
     await tab.screenshot("conversations-long-text")
 
     await page.get_by_role("link", name=LONG_WORD[:119] + "…").click()
     table = page.locator("#turn-1 table.data").first
     await expect(table.locator("tbody tr")).to_have_count(50)
     await expect(table.locator("caption")).to_have_text("The first 50 of 60 rows")
-    await _fits_the_viewport(page)
+    await fits_the_viewport(page)
     await tab.screenshot("conversation-long-text")

@@ -7,12 +7,12 @@ beside the Daphne server, against the tenant's own library (the main server offe
 from __future__ import annotations
 
 import pytest
-from playwright.async_api import ConsoleMessage, Page, expect
+from playwright.async_api import expect
 
 from accounts.models import Membership, Role
 from research.models import LibraryPaper
 from research.records import title_normalize
-from tests.e2e.browser.pages import sign_in_by_keyboard
+from tests.e2e.browser.pages import policy_violations, sign_in_by_keyboard
 from tests.e2e.conftest import person_of
 from tests.support.factories import MembershipFactory
 
@@ -46,21 +46,10 @@ def researcher(committed) -> Membership:
     return membership
 
 
-def _policy_violations(page: Page) -> list[str]:
-    violations: list[str] = []
-
-    def note(message: ConsoleMessage) -> None:
-        if "Content Security Policy" in message.text:
-            violations.append(message.text)
-
-    page.on("console", note)
-    return violations
-
-
 async def test_a_search_started_in_the_browser_is_steered_to_a_bibtex_download(tab, jobs_worker, researcher):
     person = person_of(researcher)
     page = tab.page
-    violations = _policy_violations(page)
+    violations = policy_violations(page)
     await page.goto("/accounts/login/?next=/research/")
     await sign_in_by_keyboard(page, username=person.username, password=person.password)
     await expect(page.get_by_role("heading", level=1, name="Literature searches")).to_be_visible()
