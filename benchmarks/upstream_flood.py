@@ -1,7 +1,7 @@
 """Whether one upstream MCP server's flood of `notifications/tools/list_changed` slows another tenant.
 
     .venv/bin/python benchmarks/upstream_flood.py [--iterations 1500] [--count 10000] [--rounds 3]
-        [--concurrency 1,4] [--listeners 5]
+        [--concurrency 1,4] [--listeners 5] [--cooldown SECONDS]
 
 Prepares its own PostgreSQL database (BENCH_DATABASE_URL, default
 postgres://postgres@127.0.0.1:5432/gatehouse_bench_flood: migrated, then `bootstrap_demo`) and
@@ -24,6 +24,10 @@ benchmarks do, each call timed):
   Gatehouse's pooled session with the upstream hears that many notifications, while carol's
   workers keep calling. The phase lasts until alice's call has returned and acme's change log and
   its listeners' frames have stopped growing; the calls carol started before then are kept.
+  Gatehouse ends the session of an upstream that floods past its bound, failing alice's call
+  (counted per phase as "sessions ended"), and opens none for UPSTREAM_FLOOD_COOLDOWN_SECONDS
+  (--cooldown; 0 measures a reconnection, a new upstream process, at every flood): a flood call in
+  the cooldown is refused at once ("refused cooling").
 
 Quiet and flood take turns, so the machine's drift falls on both. Prints per phase p50, p95 and
 p99 in ms, carol's calls per second, acme's change-log rows (`ChangeEvent`, kind upstream) and the
@@ -80,6 +84,10 @@ class Phase:
     daphne_cpu: float = 0.0
     upstream_cpu: float = 0.0
     runs: int = 0
+    # Floods whose call Gatehouse failed by ending the upstream's session, and those refused at
+    # once during the cooldown that follows.
+    ended: int = 0
+    cooling: int = 0
 
     def add(self, first: Reading, last: Reading, *, cpu_until: Reading) -> None:
         self.rows += last.rows - first.rows
@@ -112,6 +120,8 @@ class Server:
     acme_id: int
     daphne_pid: int
     frames: Synchronized[int]
+    # Each upstream process's CPU as last read: an ended session's process is gone, its CPU is not.
+    upstream_seen: dict[int, float] = field(default_factory=dict)
 
     def rows(self) -> int:
         from mcp_gateway.models import ChangeEvent, ChangeKind
@@ -119,8 +129,10 @@ class Server:
         return ChangeEvent.objects.filter(tenant_id=self.acme_id, kind=ChangeKind.UPSTREAM).count()
 
     def upstream_cpu(self) -> float:
-        children = _process_tree(self.daphne_pid)[1:]
-        return sum(_cpu_seconds(pid) for pid in children if b"upstream_server.py" in _cmdline(pid))
+        for pid in _process_tree(self.daphne_pid)[1:]:
+            if b"upstream_server.py" in _cmdline(pid):
+                self.upstream_seen[pid] = max(self.upstream_seen.get(pid, 0.0), _cpu_seconds(pid))
+        return sum(self.upstream_seen.values())
 
     async def reading(self) -> Reading:
         rows = await asyncio.to_thread(self.rows)
@@ -248,7 +260,17 @@ async def flood(flooder: RawHttp, workers: list[RawHttp], server: Server, count:
                 returned = reading.at
             if sending.done() and reading.at - max(returned, grown) >= SETTLE_SECONDS:
                 break
-        await sending
+        try:
+            await sending
+        except RuntimeError as error:
+            # Past its bound, Gatehouse ends the flooding upstream's session and the call says so
+            # (upstreams.list_changes); Gatehouse before the bound reads all of them.
+            if "ended its session" in str(error):
+                phase.ended += 1
+            elif "connects to it again" in str(error):
+                phase.cooling += 1
+            else:
+                raise
     finally:
         stop.set()
         timed = await calling
@@ -309,9 +331,10 @@ def report(
     )
     print(
         "| concurrency | phase | calls | p50 ms | p95 ms | p99 ms | max ms | calls/s | s per phase "
-        "| change-log rows per phase | frames per phase | Daphne CPU | upstream CPU |"
+        "| change-log rows per phase | frames per phase | Daphne CPU | upstream CPU | sessions ended "
+        "| refused cooling |"
     )
-    print("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for workers, phases in results.items():
         for name, phase in phases.items():
             samples = phase.samples
@@ -320,13 +343,13 @@ def report(
                 f"| {phase.p99():.2f} | {max(samples.seconds) * 1000:.0f} | {phase.calls_per_second():.0f} "
                 f"| {phase.seconds / phase.runs:.1f} | {phase.rows / phase.runs:.1f} "
                 f"| {phase.frames / phase.runs:.0f} | {phase.daphne_cpu / phase.seconds:.0%} "
-                f"| {phase.upstream_cpu / phase.seconds:.0%} |"
+                f"| {phase.upstream_cpu / phase.seconds:.0%} | {phase.ended} | {phase.cooling} |"
             )
         calm, busy = phases["quiet"], phases["flood"]
         print(
             f"| {workers} | **flood / quiet** | | {busy.samples.p50() / calm.samples.p50():.2f}x "
             f"| {busy.samples.p95() / calm.samples.p95():.2f}x | {busy.p99() / calm.p99():.2f}x "
-            "| | | | | | | |"
+            "| | | | | | | | | |"
         )
     floods = sum(phases["flood"].runs for phases in results.values()) + 1
     if counted:
@@ -355,6 +378,13 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3, help="quiet and flood phases per concurrency")
     parser.add_argument("--concurrency", default="1,4", help="comma-separated numbers of carol's workers")
     parser.add_argument("--listeners", type=int, default=5, help="acme's open standalone streams")
+    parser.add_argument(
+        "--cooldown",
+        type=int,
+        default=None,
+        help="UPSTREAM_FLOOD_COOLDOWN_SECONDS for Gatehouse (default: as shipped); 0 reconnects the "
+        "flooding upstream at every flood, the worst case",
+    )
     args = parser.parse_args()
     args.concurrency = [int(n) for n in args.concurrency.split(",") if n.strip()]
 
@@ -364,6 +394,8 @@ def main() -> None:
     env = bench_env(
         public=public, name="flood", REDIS_URL=os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/14")
     )
+    if args.cooldown is not None:
+        env["UPSTREAM_FLOOD_COOLDOWN_SECONDS"] = str(args.cooldown)
     print("Preparing the database (migrate, bootstrap_demo)...", file=sys.stderr)
     prepare_database(env)
     django_setup(env)

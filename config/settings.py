@@ -425,6 +425,9 @@ GATEHOUSE: dict[str, Any] = {
     # trusts its copy of an upstream's lists (dropped at once on the upstream's list_changed).
     "UPSTREAM_POOL_SIZE": env_int("UPSTREAM_POOL_SIZE", default=8, minimum=1),
     "UPSTREAM_IDLE_SECONDS": env_int("UPSTREAM_IDLE_SECONDS", default=300, minimum=1),
+    # How long a process opens no new session to an upstream whose flood of list_changed ended one
+    # (upstreams.list_changes); 0 reconnects at the next call.
+    "UPSTREAM_FLOOD_COOLDOWN_SECONDS": env_int("UPSTREAM_FLOOD_COOLDOWN_SECONDS", default=60, minimum=0),
     "UPSTREAM_LIST_CACHE_SECONDS": env_int("UPSTREAM_LIST_CACHE_SECONDS", default=30, minimum=0),
     # Jobs (jobs): a step whose worker has not renewed its claim for this long is taken to be lost
     # (the worker died) and is enqueued again; a live worker renews it every quarter of this.

@@ -121,6 +121,7 @@ class GatehouseSettings:
     # Upstream MCP servers (upstreams)
     UPSTREAM_POOL_SIZE = _Setting(_int)
     UPSTREAM_IDLE_SECONDS = _Setting(_int)
+    UPSTREAM_FLOOD_COOLDOWN_SECONDS = _Setting(_int)
     UPSTREAM_LIST_CACHE_SECONDS = _Setting(_int)
     # Jobs (jobs)
     JOBS_STEP_LEASE_SECONDS = _Setting(_int)

@@ -34,7 +34,7 @@ from upstreams.config import UpstreamConfig
 from upstreams.downstream import ForwardedCall
 from upstreams.list_changes import ListChangeCoalescer
 from upstreams.metrics import metrics_upstream_call
-from upstreams.pool import UpstreamPool, error_describe, session_was_gone
+from upstreams.pool import PooledSession, UpstreamPool, error_describe, session_was_gone
 from upstreams.selectors import upstream_configs_async
 from upstreams.transports import TENANT_HEADER, USER_HEADER
 
@@ -162,6 +162,9 @@ class UpstreamFederation:
                 raise MCPError(code=code, message=message, data={"upstream": config.name}) from None
             outcome = "unavailable"
             raise UpstreamUnavailable(upstream=config.name, reason=_error_reason(code, message)) from None
+        except UpstreamUnavailable:
+            outcome = "unavailable"
+            raise
         except TimeoutError:
             outcome = "unavailable"
             raise UpstreamUnavailable(
@@ -192,12 +195,15 @@ class UpstreamFederation:
         pool = self._state().pool
         for attempt in range(2):
             reused = False
+            pooled: PooledSession | None = None
             try:
                 async with pool.lease(config, identity=who, holder=call) as pooled:
                     reused = pooled.reused
                     assert pooled.session is not None
                     return await _request(pooled.session, kind, original, params, call, config)
             except MCPError as error:
+                if pooled is not None and pooled.ended_because is not None:
+                    raise UpstreamUnavailable(upstream=config.name, reason=pooled.ended_because) from None
                 # The upstream restarted and forgot the session: the request was not run, so it
                 # goes once more, on a new session.
                 if attempt == 0 and reused and session_was_gone(error):

@@ -12,6 +12,14 @@ last change is never lost, only late). What is folded away is counted in
 
 The worker's own copy of the upstream's lists is dropped at every notification (``Catalog.forget``:
 no database, no frames), so a caller of this worker sees the new lists at once.
+
+Coalescing bounds what the notifications cost everyone else, but not reading them: each is a line
+this worker parses and validates on the loop that serves every tenant's calls. An upstream that
+sends more than ``FLOOD_LIMIT`` within ``FLOOD_SECONDS`` on one session is not announcing changes
+but misbehaving, so ``FloodBound`` tells the pool to end that session (the call in flight on it
+fails, saying why), and the pool opens no new session to that upstream for
+``UPSTREAM_FLOOD_COOLDOWN_SECONDS``: calls in between fail at once, saying when it will be tried again,
+rather than start a process or a connection that would flood again. Its lists stay as last read.
 """
 
 from __future__ import annotations
@@ -32,6 +40,35 @@ logger = logging.getLogger(__name__)
 WINDOW_SECONDS = 1.0
 CHANGES_PER_MINUTE = 10
 MINUTE = 60.0
+# An upstream whose lists change a few times a minute stays far below this; one that sends
+# thousands a second reaches it in well under a second.
+FLOOD_LIMIT = 200
+FLOOD_SECONDS = 10.0
+FLOODED = (
+    f"it sent more than {FLOOD_LIMIT} list-change notifications within {FLOOD_SECONDS:g} s, "
+    "so Gatehouse ended its session"
+)
+COOLING_DOWN = (
+    f"it sent more than {FLOOD_LIMIT} list-change notifications within {FLOOD_SECONDS:g} s; "
+    "Gatehouse connects to it again in {seconds} s"
+)
+
+
+class FloodBound:
+    """Counts one session's ``list_changed`` notifications over a sliding window."""
+
+    def __init__(self, *, limit: int = FLOOD_LIMIT, seconds: float = FLOOD_SECONDS) -> None:
+        self._limit = limit
+        self._seconds = seconds
+        self._heard: deque[float] = deque()
+
+    def exceeded(self) -> bool:
+        """Notes one more notification; whether the window now holds more than the limit."""
+        now = time.monotonic()
+        self._heard.append(now)
+        while self._heard[0] <= now - self._seconds:
+            self._heard.popleft()
+        return len(self._heard) > self._limit
 
 
 @dataclass

@@ -16,7 +16,8 @@ UPSTREAM_CALLS = Counter(
 UPSTREAM_NOTIFICATIONS = Counter(
     "gatehouse_upstream_notifications",
     "list_changed notifications from upstream MCP servers: announced (logged as one change) or "
-    "coalesced (folded into a change already waiting; upstreams.list_changes).",
+    "coalesced (folded into a change already waiting), or flooded (the one past the bound that ended "
+    "the upstream's session; upstreams.list_changes).",
     ["upstream", "outcome"],
 )
 UPSTREAM_SECONDS = Histogram(

@@ -18,6 +18,7 @@ import asyncio
 import contextlib
 import contextvars
 import logging
+import math
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
@@ -43,8 +44,11 @@ from mcp_types import (
 from pydantic import ValidationError
 
 from core.conf import gatehouse_settings
+from core.errors import UpstreamUnavailable
 from mcp_gateway.kernel.sdk import client_session_closed
 from upstreams.config import UpstreamConfig
+from upstreams.list_changes import COOLING_DOWN, FLOODED, FloodBound
+from upstreams.metrics import metrics_upstream_notification
 from upstreams.transports import upstream_streams
 
 logger = logging.getLogger(__name__)
@@ -98,6 +102,9 @@ class PooledSession:
     stop: asyncio.Event = field(default_factory=asyncio.Event)
     task: asyncio.Task[None] | None = None
     reused: bool = False
+    flood: FloodBound = field(default_factory=FloodBound)
+    # Why Gatehouse ended this session itself, for the call that was using it.
+    ended_because: str | None = None
 
     @property
     def alive(self) -> bool:
@@ -135,6 +142,8 @@ class UpstreamPool:
         self._freed: dict[tuple[Any, ...], asyncio.Condition] = {}
         self._waiting: dict[tuple[Any, ...], int] = {}
         self._swept = time.monotonic()
+        # Upstreams whose flood ended a session: when a new session may be opened again.
+        self._cooling: dict[Any, float] = {}
 
     @contextlib.asynccontextmanager
     async def lease(
@@ -175,6 +184,7 @@ class UpstreamPool:
     async def _acquire(
         self, config: UpstreamConfig, pool_key: tuple[Any, ...], identity: Mapping[str, str]
     ) -> PooledSession:
+        self._cooling_check(config)
         idle_limit = gatehouse_settings.UPSTREAM_IDLE_SECONDS
         self._sweep_idle(idle_limit)
         condition = self._freed.setdefault(pool_key, asyncio.Condition())
@@ -238,7 +248,7 @@ class UpstreamPool:
                     logging_callback=pooled._on_log,
                     elicitation_callback=pooled._on_elicit,
                     sampling_callback=pooled._on_sample,
-                    message_handler=self._message_handler(config),
+                    message_handler=self._message_handler(pooled),
                     client_info=CLIENT_INFO,
                 ) as session,
             ):
@@ -256,15 +266,39 @@ class UpstreamPool:
             if not ready.done():
                 ready.set_exception(ConnectionError("The upstream session ended before it started."))
 
-    def _message_handler(self, config: UpstreamConfig) -> MessageHandlerFnT:
+    def _message_handler(self, pooled: PooledSession) -> MessageHandlerFnT:
+        config = pooled.config
+
         async def handle(message: IncomingMessage) -> None:
-            if isinstance(
+            if pooled.ended_because is not None or not isinstance(
                 message,
                 ToolListChangedNotification | ResourceListChangedNotification | PromptListChangedNotification,
             ):
-                self._on_list_changed(config)
+                return
+            if pooled.flood.exceeded():
+                pooled.ended_because = FLOODED
+                metrics_upstream_notification(upstream=config.label, outcome="flooded")
+                logger.warning("Upstream %s: %s.", config.label, FLOODED)
+                self._cooling[config.key] = (
+                    time.monotonic() + gatehouse_settings.UPSTREAM_FLOOD_COOLDOWN_SECONDS
+                )
+                self._close(pooled)
+                self._close_idle(pooled.pool_key)
+                return
+            self._on_list_changed(config)
 
         return handle
+
+    def _cooling_check(self, config: UpstreamConfig) -> None:
+        """``UpstreamUnavailable`` while the upstream's flood keeps it from a new session."""
+        until = self._cooling.get(config.key)
+        if until is None:
+            return
+        left = until - time.monotonic()
+        if left <= 0:
+            del self._cooling[config.key]
+            return
+        raise UpstreamUnavailable(upstream=config.name, reason=COOLING_DOWN.format(seconds=math.ceil(left)))
 
     def _close(self, pooled: PooledSession) -> None:
         if pooled.stop.is_set():

@@ -4,16 +4,21 @@ is one logged change, at most a bound of them a minute, the last never lost, the
 from __future__ import annotations
 
 import asyncio
+import time
 from dataclasses import replace
 
 import pytest
+from mcp_types import ToolListChangedNotification
 
+from core.errors import UpstreamUnavailable
 from tests.support.waiting import eventually
 from tests.upstreams.support import upstream_config
 from upstreams import list_changes
+from upstreams import pool as pool_module
 from upstreams.config import UpstreamConfig
-from upstreams.list_changes import ListChangeCoalescer
+from upstreams.list_changes import FloodBound, ListChangeCoalescer
 from upstreams.metrics import UPSTREAM_NOTIFICATIONS
+from upstreams.pool import PooledSession, UpstreamPool
 
 WINDOW = 0.02
 
@@ -90,3 +95,35 @@ async def test_a_failed_announcement_does_not_stop_the_next(logged):
     await eventually(lambda: calls == 1, within=5, what="the first try")
     coalescer.heard(FLOODER)
     await eventually(lambda: len(logged) == 1, within=5, what="the next change")
+
+
+def test_the_flood_bound_counts_a_sliding_window(monkeypatch):
+    now = [100.0]
+    monkeypatch.setattr(list_changes.time, "monotonic", lambda: now[0])
+    bound = FloodBound(limit=3, seconds=10)
+    assert [bound.exceeded() for _ in range(3)] == [False, False, False]
+    now[0] += 9.9
+    assert bound.exceeded()  # four within ten seconds
+    now[0] += 0.2  # the first three have left the window
+    assert not bound.exceeded()
+
+
+async def test_a_session_flooding_past_the_bound_is_ended_and_its_upstream_cools_down(monkeypatch):
+    """Shown failing before: every notification was read and announced, however many came."""
+    heard: list[UpstreamConfig] = []
+    pool = UpstreamPool(on_list_changed=heard.append)
+    pooled = PooledSession(pool_key=(FLOODER.key, ()), config=FLOODER)
+    handle = pool._message_handler(pooled)
+    flooded_before = _counted("flooded")
+    for _ in range(list_changes.FLOOD_LIMIT + 50):
+        await handle(ToolListChangedNotification())
+    assert len(heard) == list_changes.FLOOD_LIMIT  # the rest was not read on
+    assert pooled.ended_because == list_changes.FLOODED
+    assert pooled.stop.is_set()
+    assert _counted("flooded") - flooded_before == 1
+    with pytest.raises(UpstreamUnavailable, match="connects to it again in 60 s"):
+        await pool._acquire(FLOODER, pooled.pool_key, {})
+    # Once the cooldown is over, a session may be opened again.
+    real = time.monotonic
+    monkeypatch.setattr(pool_module.time, "monotonic", lambda: real() + 61)
+    pool._cooling_check(FLOODER)

@@ -153,32 +153,50 @@ async def test_metrics_count_forwarded_calls_and_their_latency_per_upstream(serv
     assert value(calls, **unmeasurable, outcome="unavailable") == 1
 
 
-async def test_an_upstreams_flood_of_list_changed_is_logged_as_a_change_or_two(server, committed):
-    """Shown failing before: each of the 500 notifications became a change-log row, a NOTIFY to
-    every worker and frames to every open stream of the tenant (nor were they counted)."""
+async def test_an_upstreams_flood_of_list_changed_is_a_change_or_two_and_past_a_bound_ends_its_session(
+    server, committed
+):
+    """Shown failing before: each of the notifications became a change-log row, a NOTIFY to every
+    worker and frames to every open stream of the tenant (nor were they counted); and an upstream
+    that kept on was read to the last one, on the loop that serves every tenant's calls."""
     # stdio: the notifications go to this row's own child's session, which no other test shares.
     committed(upstream_row, tenant="acme", name="flooding", prefix_tools=True, **stdio_fields())
     acme = await Tenant.objects.aget(slug="acme")
     changes = ChangeEvent.objects.filter(tenant_id=acme.pk, kind=ChangeKind.UPSTREAM)
     before = await changes.acount()
-    async with minted_sdk_client(committed, server, Person("alice")) as (client, _):
-        sent = await client.call_tool("flooding_flood_list_changed", {"count": 500})
-    assert not sent.is_error, sent
-
     heard: dict[str, float] = {}
 
-    async def all_heard() -> bool:
+    async def count_heard() -> float:
         samples = await _scrape(server)
-        for outcome in ("announced", "coalesced"):
+        for outcome in ("announced", "coalesced", "flooded"):
             key = frozenset({"upstream": "acme/flooding", "outcome": outcome}.items())
             heard[outcome] = samples.get(("gatehouse_upstream_notifications_total", key), 0.0)
-        return sum(heard.values()) == 500
+        return sum(heard.values())
 
-    await eventually(all_heard, within=30, what="the 500 notifications heard")
-    assert heard["announced"] <= 3, heard
-    expected = before + int(heard["announced"])
+    async with minted_sdk_client(committed, server, Person("alice")) as (client, _):
+        sent = await client.call_tool("flooding_flood_list_changed", {"count": 150})
+        assert not sent.is_error, sent
 
-    async def logged() -> bool:
-        return await changes.acount() == expected
+        async def all_heard() -> bool:
+            return await count_heard() == 150
 
-    await eventually(logged, within=10, what="one change logged per announcement")
+        await eventually(all_heard, within=30, what="the 150 notifications heard")
+        assert heard["announced"] <= 3, heard
+        expected = before + int(heard["announced"])
+
+        async def logged() -> bool:
+            return await changes.acount() == expected
+
+        await eventually(logged, within=10, what="one change logged per announcement")
+
+        # Past FLOOD_LIMIT within the window, the session is ended and the call says why.
+        with pytest.raises(MCPError) as flooded:
+            await client.call_tool("flooding_flood_list_changed", {"count": 10_000})
+        assert "ended its session" in flooded.value.error.message, flooded.value.error
+        assert flooded.value.error.data == {"upstream": "flooding"}
+        await count_heard()
+        assert heard["flooded"] == 1, heard
+        # No new session (nor child process) for the cooldown: the next call fails at once.
+        with pytest.raises(MCPError) as cooling:
+            await client.call_tool("flooding_echo", {"text": "still here"})
+        assert "connects to it again in" in cooling.value.error.message, cooling.value.error
