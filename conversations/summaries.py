@@ -13,9 +13,9 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from core.errors import GatehouseError, NotReady, Timeout, Unavailable
+from core.errors import GatehouseError, NotReady, RateLimited, Timeout, Unavailable
 from core.text_safety import text_cleaned
-from language_models.completion import llm_complete
+from language_models.governed import ModelUse, model_complete
 from language_models.selectors import ModelConfig
 
 PURPOSE = "conversation_summary"
@@ -38,7 +38,7 @@ saying what the person asked and what was done."""
 
 
 async def conversation_summary_write(
-    *, config: ModelConfig | None, turns: Sequence[dict[str, Any]]
+    *, use: ModelUse, config: ModelConfig | None, turns: Sequence[dict[str, Any]]
 ) -> tuple[str, str, bool]:
     """``(topic, summary, derived)`` for ``turns`` (dicts with kind, request, command_name, success,
     oldest first): written by the model when ``config`` is given, else derived (``derived`` True).
@@ -56,10 +56,15 @@ async def conversation_summary_write(
         {"role": "user", "content": _turns_text(turns)},
     ]
     try:
-        completion = await llm_complete(
-            config=config, messages=messages, purpose=PURPOSE, response_format={"type": "json_object"}
+        completion = await model_complete(
+            use=use,
+            config=config,
+            messages=messages,
+            purpose=PURPOSE,
+            response_format={"type": "json_object"},
         )
-    except (NotReady, Unavailable, Timeout):
+    except (NotReady, Unavailable, Timeout, RateLimited):
+        # RateLimited: a spent budget or the model-call limit, refused as for every feature.
         raise
     except GatehouseError as error:
         raise Unavailable(SUMMARY_FAILED, data={"reason": "llm_summary_failed"}) from error

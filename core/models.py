@@ -38,6 +38,7 @@ class AuditAction(models.TextChoices):
     SERVER_ERROR = "server.error", "Server error"
     WORKFLOW_COMMAND = "workflow.command", "Workflow command run"
     LLM_INVOKED = "llm.invoked", "Language model called (LLM gateway)"
+    MODEL_CALLED = "model.called", "Model call (any feature)"
 
 
 class AuditOutcome(models.TextChoices):
@@ -101,6 +102,7 @@ class RateLimitScope(models.TextChoices):
     AUTHORIZE = "authorize", "Authorization endpoint (per IP)"
     LOGIN = "login", "Login attempts (per IP and username)"
     REGISTER = "register", "Client registration (per IP)"
+    MODEL = "model", "Model calls (per user and feature)"
 
 
 class RateLimitRule(models.Model):

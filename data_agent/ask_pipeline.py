@@ -1,6 +1,6 @@
 """``ask_question``'s pipeline: planner, navigator, SQL builder, executor, verifier, explainer.
 
-Every model call goes through ``language_models.completion.llm_complete`` with the tenant's model.
+Every model call goes through the governed path (``language_models.governed``) with the tenant's model.
 What may run is decided by code, never by a prompt: the builder's SQL passes the gate over the
 ontology's tables and runs read-only, time- and row-limited, exactly as ``run_query`` does.
 """
@@ -38,7 +38,7 @@ from data_agent.query_run import QueryRun
 from data_agent.query_slots import QueryCaller
 from data_agent.result_checks import result_findings
 from data_agent.selectors import Catalog, agent_preference_get
-from language_models.completion import Completion, llm_complete
+from language_models.governed import Completion, ModelUse, model_complete
 from language_models.selectors import ModelConfig, language_model_for_tenant
 
 logger = logging.getLogger(__name__)
@@ -128,9 +128,10 @@ def question_context_load(*, tenant_id: int, user_id: int, ontology_id: str) -> 
 class QuestionRun:
     """One question, phase by phase. ``phase`` names where it is, for a timeout's message."""
 
-    def __init__(self, *, context: QuestionContext, asker: Asker) -> None:
+    def __init__(self, *, context: QuestionContext, asker: Asker, use: ModelUse) -> None:
         self.context = context
         self.asker = asker
+        self.use = use
         self.phase = PHASES[0]
         self.usage = ModelUsage()
         # The SQL that last ran, whatever happens after it (for the audit trail).
@@ -162,7 +163,9 @@ class QuestionRun:
             ) from None
 
     async def _complete(self, purpose: str, messages: prompts.Messages) -> Completion:
-        completion = await llm_complete(config=self.context.model, messages=messages, purpose=purpose)
+        completion = await model_complete(
+            use=self.use, config=self.context.model, messages=messages, purpose=purpose
+        )
         self.usage.calls += 1
         self.usage.prompt_tokens += completion.prompt_tokens
         self.usage.completion_tokens += completion.completion_tokens

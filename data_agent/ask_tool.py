@@ -24,6 +24,7 @@ from data_agent.ask_pipeline import Outcome, QuestionRun, question_context_load
 from data_agent.ask_schemas import ClarifyingQuestion
 from data_agent.executor import Cell
 from data_agent.scopes import SCOPE_DATA_AGENT_WRITE, SCOPE_ONTOLOGIES_READ
+from language_models.governed import Feature, ModelUse
 from mcp_gateway.kernel.identity import identity_from_context
 from mcp_gateway.kernel.registry import tool
 from mcp_gateway.kernel.tool_results import tool_result
@@ -174,7 +175,11 @@ async def ask_question(
     )
     answered_before, clarifications = _earlier_round(ctx)
     # One round of questions at most: a person who declined is not asked again.
-    run = QuestionRun(context=context, asker=_ClientAsker(ctx, may_ask=not answered_before))
+    run = QuestionRun(
+        context=context,
+        asker=_ClientAsker(ctx, may_ask=not answered_before),
+        use=ModelUse(identity=identity, feature=Feature.ASK_QUESTION),
+    )
     limit = question_timeout_seconds()
     try:
         async with asyncio.timeout(limit):

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from asgiref.sync import async_to_sync
+from asgiref.sync import ThreadSensitiveContext, async_to_sync
 from django import forms
 from django.contrib import admin, messages
 from django.db.models import QuerySet
@@ -18,7 +18,8 @@ from django.http import HttpRequest
 
 from core.crypto import secret_encrypt
 from core.errors import GatehouseError
-from language_models.completion import llm_complete
+from core.identity import Identity
+from language_models.governed import Completion, Feature, ModelUse, model_complete
 from language_models.model_checks import (
     ModelKeyMissing,
     ModelStringInvalid,
@@ -43,7 +44,15 @@ KEY_MISSING_NOW = "{name} is saved, but its calls fail until this is fixed: {mes
 
 # The model's own fields, in the order the change page shows them around the write-only key.
 FIELDS_BEFORE_KEY = ["tenant", "name", "model"]
-FIELDS_AFTER_KEY = ["api_base", "is_default", "temperature", "max_output_tokens", "request_timeout_seconds"]
+FIELDS_AFTER_KEY = [
+    "api_base",
+    "is_default",
+    "temperature",
+    "max_output_tokens",
+    "request_timeout_seconds",
+    "input_price_per_million",
+    "output_price_per_million",
+]
 
 
 class LanguageModelForm(forms.ModelForm):
@@ -119,8 +128,8 @@ class LanguageModelAdmin(admin.ModelAdmin):
         for language_model in queryset.select_related("tenant"):
             try:
                 config = ModelConfig.from_language_model(language_model)
-                completion = async_to_sync(llm_complete)(
-                    config=config, messages=TEST_PROMPT, purpose=TEST_PURPOSE
+                completion = async_to_sync(_model_test)(
+                    use=_operator_use(request, language_model), config=config
                 )
             except GatehouseError as error:
                 self.message_user(
@@ -139,3 +148,30 @@ class LanguageModelAdmin(admin.ModelAdmin):
                 ),
                 messages.SUCCESS,
             )
+
+
+def _operator_use(request: HttpRequest, language_model: LanguageModel) -> ModelUse:
+    """The operator testing a tenant's model: the call counts against that tenant's budgets and is
+    recorded as its usage (feature ``model_test``), as every model call is."""
+    tenant = language_model.tenant
+    identity = Identity(
+        user_id=request.user.pk or 0,
+        username=request.user.get_username(),
+        tenant_id=tenant.pk,
+        tenant_slug=tenant.slug,
+        tenant_name=tenant.name,
+        role="operator",
+        scopes=frozenset(),
+        application_id=0,
+        client_id="admin",
+        client_name="Django admin",
+        token_id=0,
+    )
+    return ModelUse(identity=identity, feature=Feature.MODEL_TEST, channel="admin")
+
+
+async def _model_test(*, use: ModelUse, config: ModelConfig) -> Completion:
+    # The governed path's database work runs on threads of its own (core.db.db_call), never on
+    # this request's thread, whose connection it would otherwise close mid-request.
+    async with ThreadSensitiveContext():
+        return await model_complete(use=use, config=config, messages=TEST_PROMPT, purpose=TEST_PURPOSE)

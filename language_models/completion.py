@@ -132,13 +132,16 @@ class ToolCompletion:
     model: str
     prompt_tokens: int
     completion_tokens: int
+    # As in ``Completion``.
+    cost: float | None = None
 
 
 _litellm: ModuleType | None = None
 _litellm_lock = asyncio.Lock()
 
 
-async def _litellm_module() -> ModuleType:
+async def litellm_module() -> ModuleType:
+    """litellm, imported once in a worker thread the first time."""
     global _litellm
     if _litellm is None:
         async with _litellm_lock:
@@ -236,6 +239,7 @@ async def llm_complete_tools(
         model=config.model,
         prompt_tokens=prompt_tokens,
         completion_tokens=completion_tokens,
+        cost=_cost(response),
     )
 
 
@@ -259,7 +263,7 @@ async def _completion_response(
     *, config: ModelConfig, messages: list[dict[str, Any]], purpose: str, extra: dict[str, Any]
 ) -> tuple[Any, float]:
     """litellm's response to one call and when it started; failures translated, logged and counted."""
-    litellm = await _litellm_module()
+    litellm = await litellm_module()
     script = gatehouse_settings.LLM_MOCK_RESPONSES_FILE
     _check_before_sending(config=config, scripted=bool(script), purpose=purpose)
     mock: dict[str, Any] = {}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from decimal import Decimal
 
 from core.crypto import secret_decrypt
 from core.errors import NotReady, Unavailable
@@ -42,6 +43,9 @@ class ModelConfig:
     # Where the key came from: "stored" (the admin), "header" (the caller's, for one call) or
     # "environment" (the server's variables); it picks the message when the provider refuses it.
     key_source: str = "stored"
+    # An operator's prices (US dollars per million tokens), used instead of litellm's when set.
+    input_price_per_million: Decimal | None = None
+    output_price_per_million: Decimal | None = None
 
     @classmethod
     def from_language_model(cls, language_model: LanguageModel) -> ModelConfig:
@@ -59,6 +63,8 @@ class ModelConfig:
             max_output_tokens=language_model.max_output_tokens,
             timeout_seconds=float(language_model.request_timeout_seconds),
             key_source="stored" if api_key else "environment",
+            input_price_per_million=language_model.input_price_per_million,
+            output_price_per_million=language_model.output_price_per_million,
         )
 
 

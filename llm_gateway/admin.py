@@ -41,8 +41,8 @@ from accounts.models import Membership
 from core.admin import LIST_TEXT_MAX_CHARS
 from core.csv_export import CSV_CHUNK_ROWS, RecordAdmin, csv_lines, csv_text
 from core.text_safety import text_unstorable_reason
-from llm_gateway.budgets import budget_period_bounds
-from llm_gateway.models import BudgetPeriod, LlmBudget, LlmUsage
+from language_models.governed.budgets import budget_period_bounds
+from language_models.models import BudgetPeriod, LlmBudget, LlmUsage
 
 PERSON_NOT_MEMBER = (
     "{username} is not a member of {tenant}. Choose one of its members (or service clients), "
@@ -53,7 +53,7 @@ WHOLE_TENANT = "whole tenant"
 NO_PERSON = "-"
 
 USAGE_CSV_COLUMNS = (
-    "created", "id", "tenant", "username", "client_id", "client", "channel", "provider", "model",
+    "created", "id", "tenant", "username", "client_id", "client", "feature", "channel", "provider", "model",
     "key_source", "prompt_tokens", "completion_tokens", "total_tokens", "cost", "duration_ms", "outcome",
     "error_code", "structured", "request_id",
 )  # fmt: skip
@@ -166,10 +166,12 @@ class LlmBudgetAdmin(admin.ModelAdmin):
 @admin.register(LlmUsage)
 class LlmUsageAdmin(RecordAdmin):
     list_display = [
-        "created", "tenant", "person", "client", "channel", "provider", "model_short", "total_tokens",
+        "created", "tenant", "person", "client", "feature", "provider", "model_short", "total_tokens",
         "cost", "duration_ms", "outcome", "error_code",
     ]  # fmt: skip
-    list_filter = ["tenant", "provider", "channel", "outcome", ("created", admin.DateFieldListFilter)]
+    list_filter = [
+        "tenant", "feature", "provider", "channel", "outcome", ("created", admin.DateFieldListFilter),
+    ]  # fmt: skip
     list_select_related = ["tenant", "user", "application"]
     date_hierarchy = "created"
     search_fields = ["model", "request_id", "user__username"]
@@ -222,6 +224,7 @@ def _usage_row(usage: LlmUsage) -> list[Any]:
         csv_text(usage.user.username) if usage.user is not None else "",
         csv_text(application.client_id) if application is not None else "",
         csv_text(application.name) if application is not None else "",
+        usage.feature,
         csv_text(usage.channel),
         csv_text(usage.provider),
         csv_text(usage.model),

@@ -3,11 +3,12 @@
 
 In order: the input is checked (message text a provider can encode, ``extra`` options, the response
 schema, the provider, the header key) and refused with ``InvalidInput`` naming the field, leaving no
-record, since nothing was attempted; the budgets are checked (``BudgetExceeded``, recorded as
-refused); the model and key are resolved (``NotReady`` when there is no key, recorded as an error);
-the call goes through ``llm_complete`` (litellm, with its errors translated there, in the one place);
-the answer is parsed and, when a schema was given, validated (``StructuredOutputInvalid``). Every
-call past the checks leaves exactly one usage record, whose id is the answer's ``id``.
+record, since nothing was attempted; the model and key are resolved (``NotReady`` when there is no
+key, recorded as an error); then the governed path every model call takes
+(``language_models.governed``: rate limit, budgets, the call with its errors translated, usage
+record and audit row), inside which the answer is parsed and, when a schema was given, validated
+(``StructuredOutputInvalid``, recorded with the tokens it cost). Every call past the checks leaves
+exactly one usage record, whose id is the answer's ``id``.
 
 Log events on ``gatehouse.llm_gateway``, one line each, with ``extra`` fields the JSON log keeps:
 ``structured_output_requested``, ``model_request_started``, ``model_response_received`` (tokens,
@@ -20,25 +21,24 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
-import time
 from typing import Any
 
 from core.db import db_call
-from core.errors import BudgetExceeded, GatehouseError, InvalidInput
+from core.errors import GatehouseError, InvalidInput, RateLimited
 from core.identity import Identity
 from core.request_context import current_request_id
 from core.text_safety import text_unstorable_reason
-from language_models.completion import Completion, llm_complete
+from language_models.governed import Feature, GovernedCall, ModelUse, model_call
+from language_models.governed.usage import UsageStart, usage_failed
 from language_models.model_checks import litellm_import
+from language_models.models import UsageOutcome
 from language_models.selectors import ModelConfig
-from llm_gateway.budgets import budget_check
 from llm_gateway.capabilities import model_json_mode, model_structured_output
-from llm_gateway.models import UsageOutcome
+from llm_gateway.metrics import metrics_gateway_call
 from llm_gateway.options import extra_options_check
 from llm_gateway.resolution import PROVIDER_UNKNOWN, gateway_model_resolve, header_key_check, provider_known
 from llm_gateway.schemas import InvokeRequest, InvokeResponse, Usage
 from llm_gateway.structured import response_schema_prepare, structured_output_parse, structured_request_build
-from llm_gateway.usage import usage_record
 
 logger = logging.getLogger("gatehouse.llm_gateway")
 _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
@@ -74,15 +74,21 @@ async def llm_gateway_invoke(
     # Once litellm is loaded its provider table is a set lookup: no thread needed.
     _request_check(provider=request.provider, header_key=header_key)
 
-    call = _Call(identity=identity, request=request, channel=channel, structured=schema is not None)
+    call = _Call(identity=identity, request=request, channel=channel)
     try:
         config = await db_call(
-            _budget_checked_model, identity=identity, request=request, header_key=header_key
+            gateway_model_resolve,
+            tenant_id=identity.tenant_id,
+            provider=request.provider,
+            model=request.model,
+            header_key=header_key,
+            temperature=request.temperature,
+            max_tokens=request.max_tokens,
         )
     except InvalidInput:
         raise
     except GatehouseError as error:
-        await call.failed(error)
+        await call.unresolved(error, structured=schema is not None)
         raise
     call.resolved(config)
 
@@ -104,30 +110,38 @@ async def llm_gateway_invoke(
             native=built.native,
             json_mode=built.response_format is not None and not built.native,
         )
-    call.log(logging.INFO, "model_request_started")
-    completion: Completion | None = None
+    use = ModelUse(
+        identity=identity, feature=Feature.API if channel == "api" else Feature.LLM_INVOKE, channel=channel
+    )
+    governed: GovernedCall | None = None
     try:
-        completion = await llm_complete(
+        async with model_call(
+            use=use,
             config=config,
             messages=built.messages,
             purpose=GATEWAY_PURPOSE,
-            response_format=built.response_format,
-            options=options.options,
-        )
-        if schema is None and not options.json_mode:
-            output = structured_output_parse(text=completion.text, schema=None, json_mode=False)
-        else:
-            # Lenient parsing and schema validation are CPU work on up to a whole answer: off the loop.
-            output = await asyncio.to_thread(
-                structured_output_parse, text=completion.text, schema=schema, json_mode=options.json_mode
+            provider=request.provider,
+            structured=schema is not None,
+        ) as governed:
+            call.log(logging.INFO, "model_request_started")
+            completion = await governed.complete(
+                response_format=built.response_format, options=options.options
             )
+            if schema is None and not options.json_mode:
+                output = structured_output_parse(text=completion.text, schema=None, json_mode=False)
+            else:
+                # Lenient parsing and schema validation are CPU work on up to a whole answer: off the loop.
+                output = await asyncio.to_thread(
+                    structured_output_parse, text=completion.text, schema=schema, json_mode=options.json_mode
+                )
     except Exception as error:
-        # Ours (a provider failure, a broken schema) or not (a bug): either way the call is recorded.
-        await call.failed(error, completion=completion)
+        # The governed path recorded it (an answer that broke its schema with the tokens it cost).
+        call.failed(error, governed=governed)
         raise
-    usage_id = await call.succeeded(completion)
+    call.succeeded(governed)
+    assert governed.usage_id is not None
     return InvokeResponse(
-        id=usage_id,
+        id=governed.usage_id.hex,
         output=output,
         usage=Usage(
             prompt_tokens=completion.prompt_tokens,
@@ -137,21 +151,6 @@ async def llm_gateway_invoke(
         provider=request.provider,
         model=call.model,
         cost=completion.cost,
-    )
-
-
-def _budget_checked_model(
-    *, identity: Identity, request: InvokeRequest, header_key: str | None
-) -> ModelConfig:
-    """The budgets checked, then the model and key resolved: one hop to the database thread."""
-    budget_check(tenant_id=identity.tenant_id, user_id=identity.user_id)
-    return gateway_model_resolve(
-        tenant_id=identity.tenant_id,
-        provider=request.provider,
-        model=request.model,
-        header_key=header_key,
-        temperature=request.temperature,
-        max_tokens=request.max_tokens,
     )
 
 
@@ -177,23 +176,18 @@ def _messages_checked(request: InvokeRequest) -> list[dict[str, str]]:
 
 
 class _Call:
-    """One call's record and log lines: what it was asked, what it resolved to, how it ended."""
+    """One call's log lines and Prometheus counts: what it was asked, what it resolved to, how it
+    ended. Its usage record and audit row are the governed path's."""
 
-    def __init__(self, *, identity: Identity, request: InvokeRequest, channel: str, structured: bool) -> None:
+    def __init__(self, *, identity: Identity, request: InvokeRequest, channel: str) -> None:
         self.identity = identity
         self.provider = request.provider
         self.model = request.model
         self.channel = channel
-        self.structured = structured
-        self.key_source = ""
         self.request_id = current_request_id()
-        self.started = time.monotonic()
 
     def resolved(self, config: ModelConfig) -> None:
         self.model = config.model.removeprefix(f"{self.provider}/")
-        self.key_source = config.key_source
-        # The call itself is timed from here: budget and key lookups are the gateway's, not the model's.
-        self.started = time.monotonic()
 
     def log(self, level: int, event: str, **fields: Any) -> None:
         logger.log(
@@ -213,22 +207,24 @@ class _Call:
             },
         )
 
-    def _duration_ms(self) -> int:
-        return round((time.monotonic() - self.started) * 1000)
-
-    async def failed(self, error: Exception, *, completion: Completion | None = None) -> None:
-        code = error.api_code if isinstance(error, GatehouseError) else "internal_error"
-        refused = isinstance(error, BudgetExceeded)
-        duration_ms = 0 if refused else self._duration_ms()
-        self.log(
-            logging.INFO if refused else logging.WARNING,
-            "model_request_error",
-            code=code,
-            duration_ms=duration_ms,
-        )
+    async def unresolved(self, error: GatehouseError, *, structured: bool) -> None:
+        """No model or key for the call: recorded as a failed call of the gateway's."""
+        self.log(logging.WARNING, "model_request_error", code=error.api_code, duration_ms=0)
+        self._count(outcome=UsageOutcome.ERROR, completion=None, duration_ms=0)
         try:
-            await self._failure_record(
-                error_code=code, refused=refused, completion=completion, duration_ms=duration_ms
+            await db_call(
+                usage_failed,
+                start=UsageStart(
+                    identity=self.identity,
+                    feature=Feature.API if self.channel == "api" else Feature.LLM_INVOKE,
+                    channel=self.channel,
+                    provider=self.provider,
+                    model=self.model,
+                    key_source="",
+                    structured=structured,
+                    request_id=self.request_id,
+                ),
+                error_code=error.api_code,
             )
         except Exception:
             # The caller is owed the call's own error, not the record's (a database outage, say).
@@ -237,51 +233,43 @@ class _Call:
                 extra={"event": "usage_record_failed", "tenant": self.identity.tenant_slug},
             )
 
-    async def _failure_record(
-        self, *, error_code: str, refused: bool, completion: Completion | None, duration_ms: int
-    ) -> None:
-        await db_call(
-            usage_record,
-            identity=self.identity,
-            channel=self.channel,
-            provider=self.provider,
-            model=self.model,
-            key_source=self.key_source,
-            outcome=UsageOutcome.REFUSED if refused else UsageOutcome.ERROR,
-            error_code=error_code,
-            # An answer that broke its schema was still paid for.
-            prompt_tokens=completion.prompt_tokens if completion else 0,
-            completion_tokens=completion.completion_tokens if completion else 0,
-            cost=completion.cost if completion else None,
+    def failed(self, error: Exception, *, governed: GovernedCall | None) -> None:
+        code = error.api_code if isinstance(error, GatehouseError) else "internal_error"
+        # Refused before the call began (the model-call limit, a spent budget), not failed.
+        refused = isinstance(error, RateLimited) and governed is None
+        duration_ms = 0 if governed is None else governed.duration_ms
+        self.log(
+            logging.INFO if refused else logging.WARNING,
+            "model_request_error",
+            code=code,
             duration_ms=duration_ms,
-            structured=self.structured,
-            request_id=self.request_id,
+        )
+        self._count(
+            outcome=UsageOutcome.REFUSED if refused else UsageOutcome.ERROR,
+            completion=governed,
+            duration_ms=duration_ms,
         )
 
-    async def succeeded(self, completion: Completion) -> str:
-        duration_ms = self._duration_ms()
+    def succeeded(self, governed: GovernedCall) -> None:
         self.log(
             logging.INFO,
             "model_response_received",
-            prompt_tokens=completion.prompt_tokens,
-            completion_tokens=completion.completion_tokens,
-            total_tokens=completion.prompt_tokens + completion.completion_tokens,
-            cost=completion.cost,
-            duration_ms=duration_ms,
+            prompt_tokens=governed.prompt_tokens,
+            completion_tokens=governed.completion_tokens,
+            total_tokens=governed.prompt_tokens + governed.completion_tokens,
+            cost=governed.cost,
+            duration_ms=governed.duration_ms,
         )
-        usage = await db_call(
-            usage_record,
-            identity=self.identity,
-            channel=self.channel,
+        self._count(outcome=UsageOutcome.OK, completion=governed, duration_ms=governed.duration_ms)
+
+    def _count(self, *, outcome: str, completion: GovernedCall | None, duration_ms: int) -> None:
+        metrics_gateway_call(
+            tenant=self.identity.tenant_slug,
             provider=self.provider,
-            model=self.model,
-            key_source=self.key_source,
-            outcome=UsageOutcome.OK,
-            prompt_tokens=completion.prompt_tokens,
-            completion_tokens=completion.completion_tokens,
-            cost=completion.cost,
-            duration_ms=duration_ms,
-            structured=self.structured,
-            request_id=self.request_id,
+            channel=self.channel,
+            outcome=outcome,
+            prompt_tokens=completion.prompt_tokens if completion else 0,
+            completion_tokens=completion.completion_tokens if completion else 0,
+            cost=completion.cost if completion else None,
+            duration_seconds=duration_ms / 1000,
         )
-        return usage.id.hex

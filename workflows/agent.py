@@ -24,7 +24,7 @@ from typing import Any, Literal
 
 from core.errors import InsufficientScope, InvalidInput
 from core.text_safety import text_cleaned
-from language_models.completion import ToolCall, llm_complete_tools
+from language_models.governed import ModelUse, ToolCall, model_complete_tools
 from language_models.selectors import ModelConfig
 from workflows.catalogue import CommandInfo, ParameterInfo
 from workflows.command_text import CommandTextError, command_text_build
@@ -70,6 +70,7 @@ class AgentResult:
 
 async def agent_run(
     *,
+    use: ModelUse,
     config: ModelConfig,
     user_query: str,
     workflow_name: str,
@@ -103,7 +104,9 @@ async def agent_run(
         await on_trace(event)
 
     while used < max_steps:
-        completion = await llm_complete_tools(config=config, messages=messages, tools=tools, purpose=PURPOSE)
+        completion = await model_complete_tools(
+            use=use, config=config, messages=messages, tools=tools, purpose=PURPOSE
+        )
         if not completion.tool_calls:
             return AgentResult(
                 final_text=text_cleaned(completion.text), steps=steps, traces=traces, success=True

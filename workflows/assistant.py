@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from core.text_safety import text_cleaned, text_unstorable_reason
-from language_models.completion import llm_complete
+from language_models.governed import ModelUse, model_complete
 from language_models.selectors import ModelConfig
 from workflows.catalogue import CommandInfo
 from workflows.command_text import CommandTextError, command_text_build
@@ -91,7 +91,7 @@ def assistant_map_plain(*, query: str, commands: Sequence[CommandInfo]) -> Assis
 
 
 async def assistant_map_with_model(
-    *, config: ModelConfig, query: str, commands: Sequence[CommandInfo], context: str
+    *, use: ModelUse, config: ModelConfig, query: str, commands: Sequence[CommandInfo], context: str
 ) -> AssistantMapping:
     """Map ``query`` with one structured-output call to the tenant's model.
 
@@ -106,8 +106,8 @@ async def assistant_map_with_model(
         {"role": "system", "content": SYSTEM_PROMPT.format(context=context, catalogue=catalogue)},
         {"role": "user", "content": text},
     ]
-    completion = await llm_complete(
-        config=config, messages=messages, purpose=PURPOSE, response_format={"type": "json_object"}
+    completion = await model_complete(
+        use=use, config=config, messages=messages, purpose=PURPOSE, response_format={"type": "json_object"}
     )
     return _model_mapping(completion.text, text, commands)
 

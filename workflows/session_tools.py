@@ -23,8 +23,9 @@ from conversations.services import (
 from conversations.summaries import conversation_summary_write
 from conversations.turn_lock import turn_lock_release, turn_lock_take
 from core.db import db_call
-from core.errors import GatehouseError, NotFound, PermissionDenied, Unavailable
+from core.errors import GatehouseError, NotFound, PermissionDenied, RateLimited, Unavailable
 from core.identity import Identity
+from language_models.governed import Feature, ModelUse
 from language_models.selectors import ModelConfig, NoModelConfigured, language_model_for_tenant
 from mcp_gateway.kernel.registry import default_registry, tool
 from mcp_gateway.kernel.tool_results import tool_result
@@ -295,7 +296,12 @@ async def new_conversation(ctx: Context) -> Annotated[CallToolResult, NewConvers
         config, reason = await _summary_model(tenant_id=identity.tenant_id, scopes=identity.scopes)
         turns = await db_call(conversation_turn_digest, conversation_id=bound.conversation_id)
         try:
-            topic, summary, derived = await conversation_summary_write(config=config, turns=turns)
+            topic, summary, derived = await conversation_summary_write(
+                use=ModelUse(identity=identity, feature=Feature.SUMMARY), config=config, turns=turns
+            )
+        except RateLimited:
+            # A spent budget or the model-call limit: the same refusal as every feature's.
+            raise
         except GatehouseError as error:
             raise Unavailable(
                 SUMMARY_FAILED.format(message=error.message), data={"reason": "summary_failed"}

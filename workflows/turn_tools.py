@@ -18,6 +18,7 @@ from core.db import db_call
 from core.errors import InvalidInput
 from core.identity import Identity
 from core.text_safety import text_unstorable_reason
+from language_models.governed import Feature, ModelUse
 from language_models.selectors import ModelConfig, NoModelConfigured, language_model_for_tenant
 from mcp_gateway.kernel.registry import default_registry, tool
 from mcp_gateway.kernel.tool_results import tool_result
@@ -197,7 +198,11 @@ async def invoke_assistant(
         mapping: AssistantMapping = assistant_map_plain(query=query, commands=commands)
         if mapping.command_text is None and config is not None:
             mapping = await assistant_map_with_model(
-                config=config, query=query, commands=commands, context=state.context
+                use=ModelUse(identity=identity, feature=Feature.INVOKE_ASSISTANT),
+                config=config,
+                query=query,
+                commands=commands,
+                context=state.context,
             )
         if mapping.command_text is None:
             response = CommandResponse(
@@ -312,6 +317,7 @@ async def invoke_agent(
             )
 
         result = await agent_run(
+            use=ModelUse(identity=identity, feature=Feature.INVOKE_AGENT),
             config=config,
             user_query=user_query,
             workflow_name=name,

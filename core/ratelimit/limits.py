@@ -180,6 +180,8 @@ def _resolve(
             rule = table.exact.get((scope, tenant, rule_target))
             if rule is not None:
                 return AppliedLimit(rule, target)
+    if scope == RateLimitScope.MODEL:
+        return _default("model", counted_as=target)
     return _default("tool_expensive" if expensive else "tool", counted_as=target)
 
 

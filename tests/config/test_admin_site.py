@@ -25,8 +25,7 @@ from core.models import AuditEvent, RateLimitRule
 from data_agent.models import AgentPreference, Dataset, DataSource, Ontology
 from jobs.models import Job, JobState
 from jobs.steps import job_step_run
-from language_models.models import LanguageModel
-from llm_gateway.models import LlmBudget, LlmUsage
+from language_models.models import LanguageModel, LlmBudget, LlmUsage
 from mcp_gateway.models import McpSession, TenantToolset
 from oauth.models import (
     AccessToken,

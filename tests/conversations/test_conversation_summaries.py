@@ -16,7 +16,12 @@ from conversations.summaries import (
     conversation_summary_write,
 )
 from core.errors import NotReady, Timeout, Unavailable
-from tests.support.llm_script_support import llm_script, model_config
+from tests.support.llm_script_support import (  # noqa: F401  (a fixture)
+    UNRECORDED_USE,
+    llm_script,
+    model_config,
+    unrecorded_model_calls,
+)
 
 __all__ = ["llm_script"]
 
@@ -36,9 +41,11 @@ TURNS = [
     },
 ]
 
+pytestmark = pytest.mark.usefixtures("unrecorded_model_calls")
+
 
 async def test_without_a_model_the_topic_and_summary_are_derived():
-    topic, summary, derived = await conversation_summary_write(config=None, turns=TURNS)
+    topic, summary, derived = await conversation_summary_write(use=UNRECORDED_USE, config=None, turns=TURNS)
 
     assert derived is True
     assert topic == "list products Books"
@@ -50,7 +57,9 @@ async def test_without_a_model_the_topic_and_summary_are_derived():
 async def test_a_derived_topic_is_cut_at_a_word_boundary():
     request = "Please list every product of the category science fiction that costs less than ten euros"
     topic, summary, _ = await conversation_summary_write(
-        config=None, turns=[{"kind": "agent", "request": request, "command_name": "", "success": True}]
+        use=UNRECORDED_USE,
+        config=None,
+        turns=[{"kind": "agent", "request": request, "command_name": "", "success": True}],
     )
 
     assert len(topic) <= 60
@@ -65,13 +74,17 @@ async def test_a_derived_topic_is_cut_at_a_word_boundary():
 async def test_no_turns_is_an_empty_conversation(config, llm_script):
     llm_script({})  # no model call is made
 
-    assert await conversation_summary_write(config=config, turns=[]) == (EMPTY_TOPIC, EMPTY_SUMMARY, True)
+    assert await conversation_summary_write(use=UNRECORDED_USE, config=config, turns=[]) == (
+        EMPTY_TOPIC,
+        EMPTY_SUMMARY,
+        True,
+    )
 
 
 async def test_hostile_requests_give_a_clean_derived_topic():
     turns = [{"kind": "agent", "request": "a\x00b\ud800c\n\nd" + "x" * 100_000, "command_name": None}]
 
-    topic, summary, _ = await conversation_summary_write(config=None, turns=turns)
+    topic, summary, _ = await conversation_summary_write(use=UNRECORDED_USE, config=None, turns=turns)
 
     assert topic == "abc…"
     assert "\x00" not in topic + summary
@@ -82,7 +95,7 @@ async def test_hostile_requests_give_a_clean_derived_topic():
 async def test_the_model_writes_topic_and_summary(llm_script):
     llm_script({PURPOSE: json.dumps({"topic": "Book sales", "summary": "Listed books and recent orders."})})
 
-    assert await conversation_summary_write(config=model_config(), turns=TURNS) == (
+    assert await conversation_summary_write(use=UNRECORDED_USE, config=model_config(), turns=TURNS) == (
         "Book sales",
         "Listed books and recent orders.",
         False,
@@ -96,7 +109,9 @@ async def test_what_the_model_writes_is_bounded_and_cleaned(llm_script):
     }
     llm_script({PURPOSE: json.dumps(answer)})
 
-    topic, summary, derived = await conversation_summary_write(config=model_config(), turns=TURNS)
+    topic, summary, derived = await conversation_summary_write(
+        use=UNRECORDED_USE, config=model_config(), turns=TURNS
+    )
 
     assert topic.startswith("Book sales and more ")
     assert len(topic) <= TOPIC_MAX_CHARS
@@ -121,7 +136,7 @@ async def test_an_unusable_answer_is_unavailable(llm_script, answer):
     llm_script({PURPOSE: answer})
 
     with pytest.raises(Unavailable) as raised:
-        await conversation_summary_write(config=model_config(), turns=TURNS)
+        await conversation_summary_write(use=UNRECORDED_USE, config=model_config(), turns=TURNS)
 
     assert raised.value.jsonrpc_code == -32005
     assert raised.value.data == {"reason": "llm_bad_summary"}
@@ -139,13 +154,13 @@ async def test_a_model_failure_keeps_its_class(llm_script, error, kind):
     llm_script({PURPOSE: {"error": error}})
 
     with pytest.raises(kind):
-        await conversation_summary_write(config=model_config(), turns=TURNS)
+        await conversation_summary_write(use=UNRECORDED_USE, config=model_config(), turns=TURNS)
 
 
 async def test_any_other_failure_of_the_call_is_unavailable(llm_script):
     llm_script({})  # the script player cannot answer: a GatehouseError that is none of the three
 
     with pytest.raises(Unavailable) as raised:
-        await conversation_summary_write(config=model_config(), turns=TURNS)
+        await conversation_summary_write(use=UNRECORDED_USE, config=model_config(), turns=TURNS)
 
     assert raised.value.data == {"reason": "llm_summary_failed"}

@@ -16,8 +16,12 @@ from data_agent.ask_schemas import ClarifyingQuestion
 from data_agent.query_slots import QueryCaller
 from data_agent.selectors import Catalog, CatalogDataset, CatalogField, CatalogJoin
 from language_models.selectors import ModelConfig
+from tests.support.llm_script_support import (  # noqa: F401  (a fixture)
+    UNRECORDED_USE,
+    unrecorded_model_calls,
+)
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("unrecorded_model_calls")]
 
 REGION_TOTALS = [["North", 3, 60.0], ["South", 1, 5.0]]
 SQL = (
@@ -119,7 +123,7 @@ def _run(source: str, asker: FakeAsker) -> QuestionRun:
         preferences={"default time period": "2025"},
         today=date(2026, 1, 15),
     )
-    return QuestionRun(context=context, asker=asker)
+    return QuestionRun(use=UNRECORDED_USE, context=context, asker=asker)
 
 
 PLAN = {

@@ -303,6 +303,8 @@ def script(tmp_path, settings):
     return write
 
 
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.usefixtures("admin_model_test")
 def test_testing_a_model_shows_its_answer(client, operator, tenant, script):
     script("OK")
     language_model = LanguageModelFactory.create(tenant=tenant, name="Main", api_key=API_KEY)
@@ -313,6 +315,8 @@ def test_testing_a_model_shows_its_answer(client, operator, tenant, script):
     assert message.startswith("Main: openai/gpt-4o-mini answered 'OK'")
 
 
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.usefixtures("admin_model_test")
 def test_testing_a_model_whose_key_is_refused_says_so(client, operator, tenant, script):
     script({"error": "AuthenticationError"})
     language_model = LanguageModelFactory.create(tenant=tenant, name="Main", api_key=API_KEY)

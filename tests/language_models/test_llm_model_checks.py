@@ -327,6 +327,8 @@ def test_the_admin_says_nothing_of_a_key_it_was_given(client, operator, tenant, 
     assert [m.level_tag for m in response.context["messages"]] == ["success"]
 
 
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.usefixtures("admin_model_test")
 def test_testing_a_model_without_a_key_names_the_variable_at_once(
     client, operator, tenant, no_keys, settings
 ):

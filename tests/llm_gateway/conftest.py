@@ -10,32 +10,18 @@ import pytest
 from asgiref.sync import sync_to_async
 from django.db import connections
 
-from accounts.models import Membership
 from core.identity import Identity
 from llm_gateway.schemas import InvokeRequest
-from llm_gateway.scopes import SCOPE_LLM_INVOKE
+from tests.support import members
 from tests.support.factories import ApplicationFactory, LanguageModelFactory, MembershipFactory, UserFactory
 from tests.support.llm_script_support import llm_script  # noqa: F401  (a fixture)
+from tests.support.members import identity_of
+
+contributor = members.contributor
 
 STORED_KEY = "sk-stored-acme-0123456789abcdef"
 OUTSIDER_KEY = "sk-stored-other-tenant-fedcba9876543210"
 HEADER_KEY = "sk-header-caller-only-5f3a9c1e7b2d4a60"
-
-
-def identity_of(membership: Membership, *, application_id: int = 0) -> Identity:
-    return Identity(
-        user_id=membership.user_id,
-        username=membership.user.username,
-        tenant_id=membership.tenant_id,
-        tenant_slug=membership.tenant.slug,
-        tenant_name=membership.tenant.name,
-        role=membership.role,
-        scopes=frozenset({SCOPE_LLM_INVOKE}),
-        application_id=application_id,
-        client_id="client",
-        client_name="Client",
-        token_id=0,
-    )
 
 
 def invoke_request(**overrides: Any) -> InvokeRequest:
@@ -53,13 +39,6 @@ async def _close_async_orm_connections():
     """db_call runs the ORM on asgiref's thread, outside pytest-django's care."""
     yield
     await sync_to_async(connections.close_all)()
-
-
-@pytest.fixture
-def contributor(tenant) -> Membership:
-    return MembershipFactory.create(
-        user=UserFactory.create(username="contributor"), tenant=tenant, role="contributor"
-    )
 
 
 @pytest.fixture

@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 
 from core.errors import InvalidInput
+from language_models.models import LlmUsage
 from llm_gateway.invoke import llm_gateway_invoke
-from llm_gateway.models import LlmUsage
 from llm_gateway.options import extra_options_check
 from llm_gateway.schemas import Message
 from tests.llm_gateway.conftest import invoke_request

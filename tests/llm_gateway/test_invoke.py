@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 
 from core.errors import BudgetExceeded, NotReady, UpstreamRateLimited, UpstreamRefused
+from language_models.models import LlmBudget, LlmUsage, UsageOutcome
 from llm_gateway.invoke import llm_gateway_invoke
 from llm_gateway.metrics import GATEWAY_CALLS, GATEWAY_COST, GATEWAY_DURATION, GATEWAY_TOKENS
-from llm_gateway.models import LlmBudget, LlmUsage, UsageOutcome
 from tests.llm_gateway.conftest import HEADER_KEY, STORED_KEY, invoke_request
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -17,6 +17,7 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils import timezone
 
+from language_models.models import BudgetPeriod, LlmBudget, LlmUsage, UsageOutcome
 from llm_gateway.admin import (
     NOTE_UNSTORABLE,
     PERSON_NOT_MEMBER,
@@ -26,14 +27,13 @@ from llm_gateway.admin import (
     budgets_with_use,
     period_starts,
 )
-from llm_gateway.models import BudgetPeriod, LlmBudget, LlmUsage, UsageOutcome
 from tests.support.admin_support import admin_url, post_action
 from tests.support.factories import ApplicationFactory, MembershipFactory, TenantFactory, UserFactory
 from tests.support.llm_admin_support import LlmBudgetFactory, LlmUsageFactory, usage_at
 
 pytestmark = pytest.mark.django_db
 
-EXPORT = "admin:llm_gateway_llmusage_export"
+EXPORT = "admin:language_models_llmusage_export"
 
 
 def _listed(client: Any, model: Any, params: dict[str, Any] | None = None) -> list[Any]:
@@ -445,7 +445,11 @@ def test_staff_without_permissions_cannot_see_or_export_usage_or_budgets(client)
     assert client.post(admin_url(LlmBudget, "add"), {"tenant": TenantFactory.create().pk}).status_code == 403
 
 
-def test_the_admin_index_has_an_llm_gateway_section(client, operator):
+def test_the_admin_index_lists_budgets_and_usage_with_the_language_models(client, operator):
     apps = {app["name"]: app for app in client.get(reverse("admin:index")).context["app_list"]}
-    assert {model["object_name"] for model in apps["LLM gateway"]["models"]} == {"LlmBudget", "LlmUsage"}
+    assert {model["object_name"] for model in apps["Language models"]["models"]} == {
+        "LanguageModel",
+        "LlmBudget",
+        "LlmUsage",
+    }
     assert admin.site.is_registered(LlmBudget)

@@ -8,9 +8,9 @@ import pytest
 
 from core.errors import InvalidInput, StructuredOutputInvalid
 from language_models.model_checks import litellm_import
+from language_models.models import LlmUsage, UsageOutcome
 from llm_gateway.capabilities import model_json_mode, model_structured_output
 from llm_gateway.invoke import llm_gateway_invoke
-from llm_gateway.models import LlmUsage, UsageOutcome
 from llm_gateway.structured import (
     JSON_INSTRUCTION,
     response_schema_prepare,

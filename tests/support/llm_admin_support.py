@@ -8,7 +8,7 @@ from decimal import Decimal
 
 import factory
 
-from llm_gateway.models import BudgetPeriod, LlmBudget, LlmUsage, UsageOutcome
+from language_models.models import BudgetPeriod, LlmBudget, LlmUsage, UsageOutcome
 from tests.support.factories import ApplicationFactory, MembershipFactory, TenantFactory
 
 

@@ -14,7 +14,10 @@ from typing import Any
 
 import pytest
 
+from language_models.governed import Feature, ModelUse
+from language_models.governed import call as governed_call
 from language_models.selectors import ModelConfig
+from tests.support.identities import ALICE
 
 API_KEY = "sk-test-never-shown-0123456789"
 
@@ -48,3 +51,22 @@ def llm_script(tmp_path, settings) -> Callable[[dict[str, Any]], Path]:
 def script_remaining(path: Path, purpose: str) -> Any:
     """What the script still holds for ``purpose`` (a list's consumed items are gone)."""
     return json.loads(path.read_text())["responses"][purpose]
+
+
+# Whose calls the unit tests of a feature's logic make (no rows behind it: see below).
+UNRECORDED_USE = ModelUse(identity=ALICE, feature=Feature.ASK_QUESTION)
+
+
+@pytest.fixture
+def unrecorded_model_calls(monkeypatch) -> ModelUse:
+    """Model calls without the governed path's bookkeeping (rate limit, budgets, usage record,
+    audit row), for the unit tests of what a feature does with the model's answers: their caller
+    has no rows to record against. The bookkeeping is tested in tests/language_models/ and, for
+    every feature, end to end (tests/e2e/language_models/)."""
+
+    async def nothing(*args: Any, **kwargs: Any) -> None:
+        return None
+
+    monkeypatch.setattr(governed_call, "_begin", nothing)
+    monkeypatch.setattr(governed_call, "_end", nothing)
+    return UNRECORDED_USE

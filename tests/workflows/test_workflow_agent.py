@@ -10,7 +10,12 @@ import pytest
 
 from core.errors import InsufficientScope, InvalidInput, NotFound, Unavailable
 from language_models.completion import TOOL_ARGUMENTS_NOT_JSON
-from tests.support.llm_script_support import llm_script, model_config
+from tests.support.llm_script_support import (  # noqa: F401  (a fixture)
+    UNRECORDED_USE,
+    llm_script,
+    model_config,
+    unrecorded_model_calls,
+)
 from workflows.agent import (
     AGENT_STOPPED,
     PURPOSE,
@@ -48,6 +53,8 @@ PRODUCT_PRICE = CommandInfo(
 )
 COMMANDS = [LIST_PRODUCTS, PRODUCT_PRICE]
 
+pytestmark = pytest.mark.usefixtures("unrecorded_model_calls")
+
 
 class Workflow:
     """Runs command texts the way the real one would answer, recording them."""
@@ -84,6 +91,7 @@ async def _run(
         seen.append(event)
 
     return await agent_run(
+        use=UNRECORDED_USE,
         config=model_config(),
         user_query="What does the cheapest book cost?",
         workflow_name="Sales analyst",
@@ -164,16 +172,16 @@ async def test_on_trace_is_called_while_the_turn_runs(llm_script):
 
 
 async def test_the_model_sees_the_tool_results_history_and_system_prompt(llm_script, monkeypatch):
-    from language_models import completion
+    from language_models import governed
 
     sent: list[list[dict[str, Any]]] = []
-    real = completion.llm_complete_tools
+    real = governed.model_complete_tools
 
     async def spy(**kwargs: Any):
         sent.append(json.loads(json.dumps(kwargs["messages"])))
         return await real(**kwargs)
 
-    monkeypatch.setattr("workflows.agent.llm_complete_tools", spy)
+    monkeypatch.setattr("workflows.agent.model_complete_tools", spy)
     llm_script({PURPOSE: [_calls(("catalogue__ListProducts", {"category": "Books"})), "Done."]})
 
     await _run(Workflow(answer="x" * (TOOL_RESULT_MAX_CHARS * 3)))
@@ -233,16 +241,16 @@ async def test_several_calls_in_one_answer_count_each_against_max_steps(llm_scri
 async def test_a_bad_call_from_the_model_is_told_to_it_and_the_loop_goes_on(
     llm_script, monkeypatch, call, expected
 ):
-    from language_models import completion
+    from language_models import governed
 
     sent: list[list[dict[str, Any]]] = []
-    real = completion.llm_complete_tools
+    real = governed.model_complete_tools
 
     async def spy(**kwargs: Any):
         sent.append(list(kwargs["messages"]))
         return await real(**kwargs)
 
-    monkeypatch.setattr("workflows.agent.llm_complete_tools", spy)
+    monkeypatch.setattr("workflows.agent.model_complete_tools", spy)
     llm_script({PURPOSE: [_calls(call), "Sorry, I could not do it."]})
     workflow = Workflow()
 
@@ -346,6 +354,7 @@ async def test_a_context_without_commands_gets_a_plain_answer(llm_script):
         raise AssertionError("no trace expected")
 
     result = await agent_run(
+        use=UNRECORDED_USE,
         config=model_config(),
         user_query="Anything?",
         workflow_name="Empty",

@@ -8,7 +8,12 @@ import json
 import pytest
 
 from core.errors import NotReady
-from tests.support.llm_script_support import llm_script, model_config
+from tests.support.llm_script_support import (  # noqa: F401  (a fixture)
+    UNRECORDED_USE,
+    llm_script,
+    model_config,
+    unrecorded_model_calls,
+)
 from workflows.assistant import PURPOSE, AssistantMapping, assistant_map_plain, assistant_map_with_model
 from workflows.catalogue import CommandInfo, ParameterInfo
 from workflows.syntax import command_parse
@@ -43,6 +48,8 @@ COMMANDS = [
     ),
     CommandInfo(qualified_name="catalogue/List", description="Lists things."),
 ]
+
+pytestmark = pytest.mark.usefixtures("unrecorded_model_calls")
 
 
 def _plain(query: str) -> AssistantMapping:
@@ -175,7 +182,7 @@ def test_a_long_unknown_request_is_refused_quickly_with_bounded_fuzzy_matching()
 
 async def _with_model(query: str = "price of product 7 in euros") -> AssistantMapping:
     return await assistant_map_with_model(
-        config=model_config(), query=query, commands=COMMANDS, context="catalogue"
+        use=UNRECORDED_USE, config=model_config(), query=query, commands=COMMANDS, context="catalogue"
     )
 
 

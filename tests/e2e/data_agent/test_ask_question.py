@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -22,6 +23,7 @@ from data_agent.executor import json_safe
 from data_agent.models import Ontology
 from data_agent.sample import ONTOLOGY_NAME
 from data_agent.selectors import data_source_url
+from language_models.models import LlmUsage
 from tests.e2e.conftest import _serve
 from tests.e2e.harness import E2E_RATE_LIMIT_PREFIX, DaphneServer, Person, RoundRobin, sdk_client
 from tests.e2e.stamping import StampingTransport, audit_events
@@ -95,9 +97,15 @@ def _direct(ontology: Ontology, sql: str) -> list[list]:
 async def _call_audit(transport: StampingTransport) -> AuditEvent:
     """The audit row of the one ``ask_question`` call the client sent through ``transport``."""
     [request_id] = transport.request_ids("tools/call")
-    [event] = await audit_events(request_id)
+    [event] = [e for e in await audit_events(request_id) if e.action != AuditAction.MODEL_CALLED]
     assert (event.action, event.target) == (AuditAction.TOOL_CALLED, "ask_question")
     return event
+
+
+async def _model_call_audits(transport: StampingTransport) -> list[AuditEvent]:
+    """The governed path's rows for the model calls of that one call (same request id)."""
+    [request_id] = transport.request_ids("tools/call")
+    return [e for e in await audit_events(request_id) if e.action == AuditAction.MODEL_CALLED]
 
 
 def _texts(result) -> list[str]:
@@ -172,6 +180,13 @@ async def test_alice_gets_sales_by_region_from_the_real_data(gateway_server, acm
     assert noted["modelCalls"] == 5
     assert noted["promptTokens"] > 0
     assert noted["completionTokens"] > 0
+    # Each of the five model calls took the governed path: one row each, with its usage record.
+    model_calls = await _model_call_audits(transport)
+    assert len(model_calls) == 5
+    assert {event.detail["feature"] for event in model_calls} == {"ask_question"}
+    assert sum(event.detail["promptTokens"] for event in model_calls) == noted["promptTokens"]
+    usage = LlmUsage.objects.filter(id__in=[uuid.UUID(event.detail["usage"]) for event in model_calls])
+    assert await usage.filter(feature="ask_question", outcome="ok").acount() == 5
 
 
 async def test_an_ambiguous_question_returns_a_clarification_request_without_running_sql(

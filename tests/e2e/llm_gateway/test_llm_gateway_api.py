@@ -12,8 +12,7 @@ from openapi_spec_validator import validate
 
 from accounts.models import Tenant
 from core.models import AuditAction, AuditEvent
-from language_models.models import LanguageModel
-from llm_gateway.models import LlmUsage
+from language_models.models import LanguageModel, LlmUsage
 from tests.e2e.harness import DaphneServer
 from tests.e2e.llm_gateway_support import (
     INVOKE,

@@ -12,7 +12,7 @@ import pytest
 
 from accounts.models import Role
 from core.models import AuditAction, AuditEvent, RateLimitScope
-from llm_gateway.models import LlmUsage
+from language_models.models import LlmUsage
 from tests.e2e.llm_gateway_support import (
     INVOKE,
     MESSAGES,

@@ -14,7 +14,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import TextContent
 
 from accounts.models import Role
-from llm_gateway.models import LlmBudget, LlmUsage
+from language_models.models import LlmBudget, LlmUsage
 from tests.e2e.conftest import person_of
 from tests.e2e.llm_gateway_support import (
     INVOKE,

@@ -9,7 +9,7 @@ import httpx
 import pytest
 
 from accounts.models import Tenant
-from llm_gateway.models import LlmUsage
+from language_models.models import LlmUsage
 from oauth.models import ServiceClient
 from oauth.service_clients import service_client_create, service_client_delete
 from tests.e2e.llm_gateway_support import INVOKE, api_client, assert_error, invoke_body, script

@@ -9,8 +9,8 @@ from decimal import Decimal
 import pytest
 
 from core.errors import BudgetExceeded
-from llm_gateway.budgets import budget_check, budget_period_bounds
-from llm_gateway.models import LlmBudget, LlmUsage, UsageOutcome
+from language_models.governed.budgets import budget_check, budget_period_bounds
+from language_models.models import LlmBudget, LlmUsage, UsageOutcome
 
 pytestmark = pytest.mark.django_db
 

@@ -1,18 +1,23 @@
 """Budgets: before a call, is the tenant's (or this person's) allowance for the UTC day or month spent?
 
 What counts is the usage records (``LlmUsage``) since the period began, every outcome included
-(a failed call usually spent nothing, and then adds nothing). A budget is spent once the sum
-reaches its limit; the refusal names the budget whose reset is furthest away, since retrying at an
-earlier reset would only be refused again.
+(a failed call usually spent nothing, and then adds nothing), and the reservations of the calls in
+flight. A budget is spent once the sum reaches its limit; the refusal names the budget whose reset
+is furthest away, since retrying at an earlier reset would only be refused again.
 
 Two queries at most: the budgets, then (only if there are any) one aggregate of the month's
 records that sums the day and the month, the tenant and the person, at once (the index on
 ``(tenant, created)`` serves it).
 
-Concurrent calls can overshoot: the check reads what has been recorded, and calls already in flight
-record their tokens only when they answer. A budget is therefore a limit on starting calls, exceeded
-at most by what the calls in flight at that moment spend (bounded by their ``max_tokens`` and the
-rate limits); a hard cap would need a reservation per call, which the gateway does not make.
+Concurrent calls: ``usage_begin`` checks and reserves in one transaction that holds the tenant's
+lock (a PostgreSQL advisory lock; SQLite's ``IMMEDIATE`` transactions serialize every writer
+anyway). A call in flight is a ``pending`` record whose tokens and cost are its reservation: its
+prompt at four characters a token and its whole ``max_tokens``. So whatever the number of workers,
+a call starts only while what is recorded plus what is reserved is under the limit, and a budget is
+exceeded by at most the last call started under it (and by what a call in flight spends beyond its
+reservation, which only a prompt of unusually short tokens makes possible). A reservation whose
+worker died (killed mid-call) stops counting after ``PENDING_COUNTS_SECONDS``, longer than any
+call may last.
 """
 
 from __future__ import annotations
@@ -24,7 +29,10 @@ from decimal import Decimal
 from django.db.models import Q, Sum
 
 from core.errors import BudgetExceeded
-from llm_gateway.models import BudgetPeriod, LlmBudget, LlmUsage
+from language_models.models import BudgetPeriod, LlmBudget, LlmUsage, UsageOutcome
+
+# Longer than the longest a call may take (the model's timeout is at most 600 s, retries included).
+PENDING_COUNTS_SECONDS = 900
 
 BUDGET_EXCEEDED = (
     "The {whose} {period_name} language model budget is spent: {used} of {limit} {unit}. It resets at "
@@ -59,7 +67,10 @@ def budget_check(*, tenant_id: int, user_id: int) -> None:
     month_start, _ = budget_period_bounds(period=BudgetPeriod.MONTH, now=now)
     today = Q(created__gte=day_start)
     mine = Q(user_id=user_id)
-    totals = LlmUsage.objects.filter(tenant_id=tenant_id, created__gte=month_start).aggregate(
+    counted = ~Q(outcome=UsageOutcome.PENDING) | Q(
+        created__gte=now - timedelta(seconds=PENDING_COUNTS_SECONDS)
+    )
+    totals = LlmUsage.objects.filter(counted, tenant_id=tenant_id, created__gte=month_start).aggregate(
         tenant_month_tokens=Sum("total_tokens"),
         tenant_month_cost=Sum("cost"),
         tenant_day_tokens=Sum("total_tokens", filter=today),
