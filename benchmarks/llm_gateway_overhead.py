@@ -13,6 +13,13 @@ alice (acme admin) one token for the API and one for /mcp.
 Then it times, one call at a time, side by side in the same rounds:
 
 - `litellm.acompletion(..., mock_response=...)` in this process: the floor;
+- `language_models.completion.llm_complete` in this process: the bare completion (the model
+  string and key checks, the script player, the timeout, the log line and counters), which only
+  the governed path may call;
+- `language_models.governed.model_complete` in this process, as alice: the bare completion plus
+  the governed path every model call takes (the model-call rate limit in Redis, the budgets with
+  the call's reservation under the tenant's lock, the usage record completed, the `model.called`
+  audit row);
 - `POST /api/v1/llm/invoke` (aiohttp): bearer check, scope, rate limit, budget sums, key
   resolution and decryption, the litellm call, usage record, audit row, log line;
 - the `llm_invoke` MCP tool, as raw JSON-RPC POSTs in one 2025-11-25 session: the same service
@@ -31,6 +38,7 @@ import os
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 from bench_support import access_token_for_alice, bench_env, daphne_serving, free_port, prepare_database
@@ -67,8 +75,37 @@ def acme_prepare() -> None:
     toolset_set_enabled(tenant=acme, toolset="llm_gateway", enabled=True, registry=default_registry())
 
 
-async def benchmark(*, public: str, api_token: str, mcp_token: str, iterations: int) -> dict[str, Samples]:
+def alice_identity() -> Any:
+    from accounts.models import Membership
+    from core.identity import Identity
+
+    membership = Membership.objects.select_related("user", "tenant").get(
+        user__username="alice", tenant__slug="acme"
+    )
+    return Identity(
+        user_id=membership.user_id,
+        username="alice",
+        tenant_id=membership.tenant_id,
+        tenant_slug="acme",
+        tenant_name=membership.tenant.name,
+        role=membership.role,
+        scopes=frozenset({"llm:invoke"}),
+        application_id=0,
+        client_id="benchmark",
+        client_name="benchmark",
+        token_id=0,
+    )
+
+
+async def benchmark(
+    *, public: str, api_token: str, mcp_token: str, iterations: int, identity: Any, config: Any
+) -> dict[str, Samples]:
     import litellm
+
+    from language_models.completion import llm_complete
+    from language_models.governed import Feature, ModelUse, model_complete
+
+    use = ModelUse(identity=identity, feature=Feature.API, channel="api")
 
     headers = {"authorization": f"Bearer {api_token}", "content-type": "application/json"}
     body = json.dumps(INVOKE)
@@ -83,6 +120,16 @@ async def benchmark(*, public: str, api_token: str, mcp_token: str, iterations: 
             if response.choices[0].message.content != ANSWER:
                 raise RuntimeError("litellm answered something else")
 
+        async def bare() -> None:
+            completion = await llm_complete(config=config, messages=MESSAGES, purpose="gateway")
+            if completion.text != ANSWER:
+                raise RuntimeError("the completion answered something else")
+
+        async def governed() -> None:
+            completion = await model_complete(use=use, config=config, messages=MESSAGES, purpose="gateway")
+            if completion.text != ANSWER:
+                raise RuntimeError("the governed call answered something else")
+
         async def rest() -> None:
             async with http.post(f"{public}/api/v1/llm/invoke", data=body, headers=headers) as response:
                 answer = await response.read()
@@ -92,7 +139,13 @@ async def benchmark(*, public: str, api_token: str, mcp_token: str, iterations: 
         async def tool() -> None:
             await raw.call("llm_invoke", INVOKE)
 
-        steps: dict[str, Step] = {"litellm": direct, "rest": rest, "mcp": tool}
+        steps: dict[str, Step] = {
+            "litellm": direct,
+            "completion": bare,
+            "governed": governed,
+            "rest": rest,
+            "mcp": tool,
+        }
         return await measure_in_rounds(steps, iterations=iterations)
 
 
@@ -106,12 +159,16 @@ def report(results: dict[str, Samples], iterations: int) -> None:
     print("|---|---:|---:|")
     labels = {
         "litellm": "litellm.acompletion (in process)",
+        "completion": "llm_complete, the bare completion (in process)",
+        "governed": "model_complete, the governed path (in process)",
         "rest": "POST /api/v1/llm/invoke",
         "mcp": "llm_invoke MCP tool (raw JSON-RPC)",
     }
     for name, label in labels.items():
         overhead = "" if name == "litellm" else f"{results[name].p50() - floor.p50():+.2f}"
         print(f"| {label} | {results[name].cell()} | {overhead} |")
+    governance = results["governed"].p50() - results["completion"].p50()
+    print(f"\nWhat the governed path adds to one model call, p50: {governance:+.2f} ms")
 
 
 def main() -> None:
@@ -131,6 +188,7 @@ def main() -> None:
         # Counted on every call, never reached: the limiter's cost is in the figures.
         RATE_LIMIT_TOOL="1000000/minute",
         RATE_LIMIT_TOOL_EXPENSIVE="1000000/minute",
+        RATE_LIMIT_MODEL="1000000/minute",
         LLM_MOCK_RESPONSES_FILE=str(script),
     )
     print("Preparing the database (migrate, bootstrap_demo)...", file=sys.stderr)
@@ -141,10 +199,21 @@ def main() -> None:
     api_token = access_token_for_alice(scope=scope, resource=f"{public}/api")
     mcp_token = access_token_for_alice(scope=scope, resource=f"{public}/mcp")
 
+    from language_models.selectors import language_model_for_tenant
+
+    identity = alice_identity()
+    config = language_model_for_tenant(tenant_id=identity.tenant_id)
     with daphne_serving(port=port, env=env):
         print(f"Measuring ({args.iterations} iterations)...", file=sys.stderr)
         results = asyncio.run(
-            benchmark(public=public, api_token=api_token, mcp_token=mcp_token, iterations=args.iterations)
+            benchmark(
+                public=public,
+                api_token=api_token,
+                mcp_token=mcp_token,
+                iterations=args.iterations,
+                identity=identity,
+                config=config,
+            )
         )
     report(results, args.iterations)
 

@@ -42,6 +42,7 @@ from core.admin import LIST_TEXT_MAX_CHARS
 from core.csv_export import CSV_CHUNK_ROWS, RecordAdmin, csv_lines, csv_text
 from core.text_safety import text_unstorable_reason
 from language_models.governed.budgets import budget_period_bounds
+from language_models.governed.totals import usage_spent
 from language_models.models import BudgetPeriod, LlmBudget, LlmUsage
 
 PERSON_NOT_MEMBER = (
@@ -199,7 +200,12 @@ class LlmUsageAdmin(RecordAdmin):
     ) -> HttpResponse:
         # Twelve columns: the navigation sidebar gives its width to the table, as on the audit trail.
         context = {"is_nav_sidebar_enabled": False, **(extra_context or {})}
-        return super().changelist_view(request, extra_context=context)
+        response = super().changelist_view(request, extra_context=context)
+        shown = getattr(response, "context_data", None)
+        if shown is not None and shown.get("cl") is not None:
+            # The totals of what the filters, search and date drill-down selected, every page of it.
+            shown["usage_totals"] = usage_spent(records=shown["cl"].queryset)
+        return response
 
     def csv_lines(self, queryset: QuerySet[LlmUsage]) -> Iterator[str]:
         rows = map(

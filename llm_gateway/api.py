@@ -18,14 +18,15 @@ from __future__ import annotations
 
 import inspect
 import logging
-from typing import Any
+from datetime import date
+from typing import Annotated, Any
 
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
 from django.db import DatabaseError
 from django.http import Http404, HttpRequest, HttpResponse
 from django.urls import URLPattern, URLResolver, re_path
-from ninja import Header, NinjaAPI
+from ninja import Header, NinjaAPI, Query
 from ninja.errors import AuthenticationError, HttpError, ValidationError
 from ninja.parser import Parser
 from ninja.security import HttpBearer
@@ -43,12 +44,15 @@ from core.identity import Identity
 from core.json_bounds import json_loads_bounded
 from core.models import AuditAction, RateLimitScope
 from core.ratelimit.limits import rate_limit_call
+from core.request_context import current_request_id, request_id_new
 from llm_gateway.api_calls import api_call, api_view
 from llm_gateway.invoke import llm_gateway_invoke
 from llm_gateway.providers import llm_providers_list
 from llm_gateway.resolution import HEADER_KEY_INVALID, MAX_HEADER_KEY_LENGTH, header_key_check
 from llm_gateway.schemas import ErrorResponse, Health, InvokeRequest, InvokeResponse, ProvidersResponse
-from llm_gateway.scopes import SCOPE_LLM_INVOKE
+from llm_gateway.scopes import SCOPE_LLM_INVOKE, SCOPE_USAGE_READ
+from llm_gateway.tool_channels import tool_run_for_api
+from llm_gateway.usage_report import UsageResponse, usage_report
 from oauth.bearer import identity_from_api_bearer
 from oauth.challenge import www_authenticate
 from oauth.edge_refusals import edge_audit
@@ -255,6 +259,8 @@ async def providers(
 @api.post(
     "/llm/invoke",
     response={200: InvokeResponse, **_ERRORS},
+    # tool_calls and finish_reason only when MCP tools were bound.
+    exclude_unset=True,
     tags=["llm"],
     summary="Call a language model",
 )
@@ -276,12 +282,41 @@ async def invoke(
     # rate limit only stops a runaway loop (as for llm_invoke, the same contract over MCP).
     await rate_limit_call(identity=identity, scope=RateLimitScope.TOOL, target=RATE_LIMIT_TARGET)
     result = await llm_gateway_invoke(
-        identity=identity, request=payload, header_key=header_key, channel="api"
+        identity=identity,
+        request=payload,
+        header_key=header_key,
+        channel="api",
+        run_tool=tool_run_for_api(identity=identity, request_id=current_request_id() or request_id_new()),
     )
     call.call_id = result.id
     call.prompt_tokens, call.completion_tokens = result.usage.prompt_tokens, result.usage.completion_tokens
     call.cost = result.cost
     return result
+
+
+@api.get(
+    "/usage",
+    response={200: UsageResponse, **_ERRORS},
+    tags=["usage"],
+    summary="What the tenant spent on models",
+    by_alias=True,
+)
+async def usage(
+    request: HttpRequest,
+    first_day: Annotated[date | None, Query(alias="from", description="First UTC day (YYYY-MM-DD).")] = None,
+    last_day: Annotated[date | None, Query(alias="to", description="Last UTC day, included.")] = None,
+    model: Annotated[str | None, Query(description="Only this model (as recorded).")] = None,
+    feature: Annotated[str | None, Query(description="Only this feature (ask_question, api...).")] = None,
+) -> UsageResponse:
+    """Totals and per-day, per-model and per-feature series of the tenant's model calls, every
+    feature's (the usage records of ``language_models.governed``); by default the last 30 days.
+    Scope ``usage:read`` (admins)."""
+    identity: Identity = request.auth  # type: ignore[attr-defined]
+    if SCOPE_USAGE_READ not in identity.scopes:
+        raise InsufficientScope(required=[SCOPE_USAGE_READ], missing=[SCOPE_USAGE_READ])
+    return await usage_report(
+        identity=identity, first_day=first_day, last_day=last_day, model=model, feature=feature
+    )
 
 
 def api_urlpatterns() -> list[URLPattern | URLResolver]:

@@ -26,7 +26,7 @@ from typing import Any
 from core.db import db_call
 from core.errors import GatehouseError, InvalidInput, RateLimited
 from core.identity import Identity
-from core.request_context import current_request_id
+from core.request_context import current_request_id, request_id_new
 from core.text_safety import text_unstorable_reason
 from language_models.governed import Feature, GovernedCall, ModelUse, model_call
 from language_models.governed.usage import UsageStart, usage_failed
@@ -39,6 +39,9 @@ from llm_gateway.options import extra_options_check
 from llm_gateway.resolution import PROVIDER_UNKNOWN, gateway_model_resolve, header_key_check, provider_known
 from llm_gateway.schemas import InvokeRequest, InvokeResponse, Usage
 from llm_gateway.structured import response_schema_prepare, structured_output_parse, structured_request_build
+from llm_gateway.tool_loop import ToolRun, tool_conversation, tools_bind
+from mcp_gateway.kernel.registry import default_registry
+from mcp_gateway.pipeline.tool_runs import tools_list_run
 
 logger = logging.getLogger("gatehouse.llm_gateway")
 _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
@@ -51,7 +54,12 @@ SCHEMA_UNENCODABLE = "response_schema {reason}; a provider cannot be sent it."
 
 
 async def llm_gateway_invoke(
-    *, identity: Identity, request: InvokeRequest, header_key: str | None, channel: str
+    *,
+    identity: Identity,
+    request: InvokeRequest,
+    header_key: str | None,
+    channel: str,
+    run_tool: ToolRun | None = None,
 ) -> InvokeResponse:
     """Call the model ``request`` names for ``identity``'s tenant, within its budgets; one usage record.
 
@@ -113,6 +121,13 @@ async def llm_gateway_invoke(
     use = ModelUse(
         identity=identity, feature=Feature.API if channel == "api" else Feature.LLM_INVOKE, channel=channel
     )
+    if request.mcp is not None:
+        if run_tool is None:
+            raise ValueError("a call with MCP tools needs its channel's run_tool")
+        return await _with_tools(
+            call=call, use=use, config=config, messages=built.messages, request=request, schema=schema,
+            json_mode=options.json_mode, run_tool=run_tool,
+        )  # fmt: skip
     governed: GovernedCall | None = None
     try:
         async with model_call(
@@ -143,14 +158,62 @@ async def llm_gateway_invoke(
     return InvokeResponse(
         id=governed.usage_id.hex,
         output=output,
-        usage=Usage(
-            prompt_tokens=completion.prompt_tokens,
-            completion_tokens=completion.completion_tokens,
-            total_tokens=completion.prompt_tokens + completion.completion_tokens,
-        ),
+        usage=_usage(completion.prompt_tokens, completion.completion_tokens),
         provider=request.provider,
         model=call.model,
         cost=completion.cost,
+    )
+
+
+async def _with_tools(
+    *,
+    call: _Call,
+    use: ModelUse,
+    config: ModelConfig,
+    messages: list[dict[str, str]],
+    request: InvokeRequest,
+    schema: dict[str, Any] | None,
+    json_mode: bool,
+    run_tool: ToolRun,
+) -> InvokeResponse:
+    """The call with MCP tools bound (``llm_gateway.tool_loop``): one governed model call a round."""
+    assert request.mcp is not None
+    listed = await tools_list_run(identity=use.identity, request_id=call.request_id or request_id_new())
+    bound = tools_bind(listed=listed, binding=request.mcp, toolset_of=default_registry().toolset_of_tool)
+    try:
+        loop = await tool_conversation(
+            use=use, config=config, messages=list(messages), provider=request.provider,
+            structured=schema is not None, bound=bound, run=run_tool, binding=request.mcp, log=call.log,
+        )  # fmt: skip
+        if loop.finish_reason == "answered" and (schema is not None or json_mode):
+            output = await asyncio.to_thread(
+                structured_output_parse, text=loop.text, schema=schema, json_mode=json_mode
+            )
+        else:
+            output = structured_output_parse(text=loop.text, schema=None, json_mode=False)
+    except Exception as error:
+        call.failed(error, governed=None)
+        raise
+    assert loop.last is not None
+    assert loop.last.usage_id is not None
+    call.succeeded(loop.last)
+    return InvokeResponse(
+        id=loop.last.usage_id.hex,
+        output=output,
+        usage=_usage(loop.prompt_tokens, loop.completion_tokens),
+        provider=request.provider,
+        model=call.model,
+        cost=loop.cost,
+        tool_calls=loop.calls,
+        finish_reason=loop.finish_reason,  # type: ignore[arg-type]
+    )
+
+
+def _usage(prompt_tokens: int, completion_tokens: int) -> Usage:
+    return Usage(
+        prompt_tokens=prompt_tokens,
+        completion_tokens=completion_tokens,
+        total_tokens=prompt_tokens + completion_tokens,
     )
 
 

@@ -36,6 +36,39 @@ class Message(BaseModel):
     content: str = Field(max_length=MAX_MESSAGE_CHARACTERS)
 
 
+MAX_BOUND_TOOLS = 32
+MAX_TOOL_ROUNDS = 10
+MAX_TOOL_SECONDS = 300
+# A tool or toolset name as MCP allows them (ASCII letters, digits, _ - .).
+TOOL_NAME_PATTERN = r"^[A-Za-z0-9_.\-]{1,128}$"
+
+
+class McpTools(BaseModel):
+    """MCP tools of the caller's tenant the model may call: its built-in toolsets and upstreams,
+    as far as the caller's token may call them. Each tool call runs through the same pipeline as a
+    client's (scopes, rate limits, audit, metrics)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    tools: list[str] = Field(
+        default_factory=list,
+        max_length=MAX_BOUND_TOOLS,
+        description="Tool names, as tools/list gives them (upstream tools with their prefix).",
+    )
+    toolsets: list[str] = Field(
+        default_factory=list,
+        max_length=16,
+        description="Whole toolsets (data_agent, workflows, upstreams...): each of their tools the "
+        "caller may call.",
+    )
+    max_rounds: int = Field(
+        default=4, ge=1, le=MAX_TOOL_ROUNDS, description="Model calls at most; the last one answers."
+    )
+    time_limit_seconds: int = Field(
+        default=120, ge=1, le=MAX_TOOL_SECONDS, description="For the whole conversation, tools included."
+    )
+
+
 class InvokeRequest(BaseModel):
     """One call to a language model."""
 
@@ -79,12 +112,29 @@ class InvokeRequest(BaseModel):
         description="Provider options passed through (top_p, stop, seed, ...). For DeepSeek, "
         '{"json_mode": true} asks for JSON-only output.',
     )
+    mcp: McpTools | None = Field(
+        default=None,
+        description="MCP tools the model may call; the answer lists the calls it made.",
+    )
 
 
 class Usage(BaseModel):
     prompt_tokens: int
     completion_tokens: int
     total_tokens: int
+
+
+class ToolCallMade(BaseModel):
+    """One tool call the model made, and how it went."""
+
+    round: int
+    name: str
+    arguments: dict[str, Any]
+    outcome: Literal["ok", "error", "refused"] = Field(
+        description="ok; error (the tool failed, or its arguments were not valid); refused (not "
+        "bound, or the pipeline refused it: scope, rate limit). The model was told either way."
+    )
+    message: str | None = None
 
 
 class InvokeResponse(BaseModel):
@@ -96,6 +146,13 @@ class InvokeResponse(BaseModel):
     provider: str
     model: str
     cost: float | None = Field(default=None, description="US dollars, as litellm prices the call.")
+    tool_calls: list[ToolCallMade] | None = Field(
+        default=None, description="With mcp: the tool calls the model made, in order."
+    )
+    finish_reason: Literal["answered", "max_rounds"] | None = Field(
+        default=None,
+        description="With mcp: answered, or max_rounds when the model still called tools at the last round.",
+    )
 
 
 class ProviderInfo(BaseModel):

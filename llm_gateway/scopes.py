@@ -11,6 +11,14 @@ from accounts.scopes import scope_register
 
 SCOPE_LLM_INVOKE = "llm:invoke"
 
+SCOPE_USAGE_READ = "usage:read"
+
+scope_register(
+    name=SCOPE_USAGE_READ,
+    description="Read what your tenant spent on language models (usage totals per day, model and feature)",
+    roles=[Role.ADMIN],
+)
+
 scope_register(
     name=SCOPE_LLM_INVOKE,
     description="Call your tenant's language models through Gatehouse, within its budgets",

@@ -20,8 +20,9 @@ from mcp.server.mcpserver import Context
 from pydantic import Field
 
 from llm_gateway.invoke import llm_gateway_invoke
-from llm_gateway.schemas import MAX_OUTPUT_TOKENS, InvokeRequest, InvokeResponse, Message
+from llm_gateway.schemas import MAX_OUTPUT_TOKENS, InvokeRequest, InvokeResponse, McpTools, Message
 from llm_gateway.scopes import SCOPE_LLM_INVOKE
+from llm_gateway.tool_channels import tool_run_for_mcp
 from mcp_gateway.kernel.identity import identity_from_context
 from mcp_gateway.kernel.registry import Toolset, tool
 
@@ -57,6 +58,7 @@ async def llm_invoke(
     temperature: Annotated[float | None, Field(ge=0, le=2)] = None,
     max_tokens: Annotated[int | None, Field(ge=1, le=MAX_OUTPUT_TOKENS)] = None,
     extra: Annotated[dict[str, Any] | None, Field(description=_FIELDS["extra"].description)] = None,
+    mcp: Annotated[McpTools | None, Field(description=_FIELDS["mcp"].description)] = None,
 ) -> InvokeResponse:
     request = InvokeRequest(
         provider=provider,
@@ -66,9 +68,14 @@ async def llm_invoke(
         temperature=temperature,
         max_tokens=max_tokens,
         extra=extra or {},
+        mcp=mcp,
     )
     return await llm_gateway_invoke(
-        identity=identity_from_context(ctx), request=request, header_key=None, channel="mcp"
+        identity=identity_from_context(ctx),
+        request=request,
+        header_key=None,
+        channel="mcp",
+        run_tool=tool_run_for_mcp(ctx=ctx),
     )
 
 

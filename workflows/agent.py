@@ -25,13 +25,13 @@ from typing import Any, Literal
 from core.errors import InsufficientScope, InvalidInput
 from core.text_safety import text_cleaned
 from language_models.governed import ModelUse, ToolCall, model_complete_tools
+from language_models.governed.tool_messages import tool_calls_message, tool_result_message
 from language_models.selectors import ModelConfig
 from workflows.catalogue import CommandInfo, ParameterInfo
 from workflows.command_text import CommandTextError, command_text_build
 from workflows.outputs import CommandResponse, TraceEvent
 
 PURPOSE = "workflow_agent"
-TOOL_RESULT_MAX_CHARS = 8_000
 HISTORY_MESSAGE_MAX_CHARS = 2_000
 HISTORY_MAX_MESSAGES = 20
 TOOL_NAME = re.compile(r"[a-zA-Z0-9_-]{1,64}\Z")
@@ -112,11 +112,11 @@ async def agent_run(
                 final_text=text_cleaned(completion.text), steps=steps, traces=traces, success=True
             )
         calls = completion.tool_calls[: max_steps - used]
-        messages.append(_assistant_message(completion.text, calls))
+        messages.append(tool_calls_message(completion.text, calls))
         for call in calls:
             used += 1
             result = await _step(call, by_tool=by_tool, run_command=run_command, trace=trace, steps=steps)
-            messages.append({"role": "tool", "tool_call_id": call.id, "content": _bounded(result)})
+            messages.append(tool_result_message(call, result))
     return AgentResult(final_text=AGENT_STOPPED.format(steps=used), steps=steps, traces=traces, success=False)
 
 
@@ -226,27 +226,6 @@ def _history_messages(history: Sequence[dict[str, str]]) -> list[dict[str, str]]
         if role in ("user", "assistant") and isinstance(content, str) and content:
             messages.append({"role": role, "content": content[:HISTORY_MESSAGE_MAX_CHARS]})
     return messages
-
-
-def _assistant_message(text: str, calls: Sequence[ToolCall]) -> dict[str, Any]:
-    return {
-        "role": "assistant",
-        "content": text or None,
-        "tool_calls": [
-            {
-                "id": call.id,
-                "type": "function",
-                "function": {"name": call.name, "arguments": json.dumps(call.arguments, ensure_ascii=False)},
-            }
-            for call in calls
-        ],
-    }
-
-
-def _bounded(text: str) -> str:
-    if len(text) <= TOOL_RESULT_MAX_CHARS:
-        return text
-    return text[:TOOL_RESULT_MAX_CHARS] + f"\n[cut: {len(text) - TOOL_RESULT_MAX_CHARS} more characters]"
 
 
 def _event(

@@ -85,9 +85,17 @@ class _TaskChannel:
     """The SDK's ``DispatchContext`` for the worker's call: no back-channel; a progress
     notification's message goes to ``on_progress`` (the task's status message)."""
 
-    def __init__(self, *, request: object, task_id: str, on_progress: ProgressHook | None) -> None:
-        # The audit trail records it as the request's id: the call's row names its task.
-        self.request_id = f"task:{task_id}"
+    def __init__(
+        self,
+        *,
+        request: object,
+        task_id: str,
+        on_progress: ProgressHook | None,
+        request_id: str | None = None,
+    ) -> None:
+        # The audit trail records it as the request's id: the call's row names its task (or the
+        # request that ran it, when one did).
+        self.request_id = request_id or f"task:{task_id}"
         self.message_metadata: MessageMetadata = ServerMessageMetadata(request_context=request)
         self.transport = TransportContext(kind=TRANSPORT_KIND, can_send_request=False)
         self.cancel_requested = anyio.Event()
@@ -133,8 +141,12 @@ async def tool_call_run(
     input_responses: Mapping[str, Any] | None = None,
     request_state: str | None = None,
     on_progress: ProgressHook | None = None,
+    request_id: str | None = None,
+    via: str | None = None,
 ) -> CallAnswer:
-    """Call ``tool`` for ``identity`` through the server, at protocol 2026-07-28."""
+    """Call ``tool`` for ``identity`` through the server, at protocol 2026-07-28. ``request_id``
+    and ``via``, when another request runs the tool (the LLM tool loop of a REST call), link its
+    audit row to that request and say what ran it."""
     server = task_server()
     params: dict[str, Any] = {
         "name": tool,
@@ -153,7 +165,9 @@ async def tool_call_run(
     request = request_for_identity(identity=identity)
     # The extension's layer lets this call through as a plain one, whatever the tool's task support.
     request.scope[TOOL_TASK_SCOPE_KEY] = task_id
-    channel = _TaskChannel(request=request, task_id=task_id, on_progress=on_progress)
+    if via is not None:
+        request.scope[VIA_KEY] = via
+    channel = _TaskChannel(request=request, task_id=task_id, on_progress=on_progress, request_id=request_id)
     connection = Connection.from_envelope(
         TASK_PROTOCOL_VERSION, TASK_CLIENT_INFO, params["_meta"][CLIENT_CAPABILITIES_META_KEY]
     )
@@ -199,3 +213,28 @@ async def tool_run_within(
     nested = replace(outer, request=ScopedRequest(scope=scope))
     params = {"name": name, "arguments": dict(arguments)}
     return await server_request_run(server=ctx.mcp_server, ctx=nested, method="tools/call", params=params)
+
+
+async def tools_list_run(*, identity: Identity, request_id: str) -> list[dict[str, Any]]:
+    """The tools ``identity`` may call, as ``tools/list`` answers them through the pipeline (the
+    tenant's toolsets and upstreams, the caller's scopes): what a client of theirs would see."""
+    server = task_server()
+    meta = {
+        PROTOCOL_VERSION_META_KEY: TASK_PROTOCOL_VERSION,
+        CLIENT_INFO_META_KEY: TASK_CLIENT_INFO,
+        CLIENT_CAPABILITIES_META_KEY: {},
+    }
+    request = request_for_identity(identity=identity)
+    channel = _TaskChannel(request=request, task_id="", on_progress=None, request_id=request_id)
+    connection = Connection.from_envelope(TASK_PROTOCOL_VERSION, TASK_CLIENT_INFO, {})
+    with request_context_outside_http(request_id=request_id):
+        result = await serve_one(
+            server_lowlevel(server=server),
+            channel,
+            "tools/list",
+            {"_meta": meta},
+            connection=connection,
+            lifespan_state={},
+        )
+    tools = result.get("tools") if isinstance(result, dict) else None
+    return [entry for entry in tools or [] if isinstance(entry, dict)]

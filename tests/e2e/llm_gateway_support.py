@@ -11,9 +11,14 @@ from typing import Any
 
 import httpx
 
-from accounts.models import Membership
+from accounts.models import Membership, Role
 from tests.e2e.harness import DaphneServer
-from tests.support.factories import AccessTokenFactory, ApplicationFactory
+from tests.support.factories import (
+    AccessTokenFactory,
+    ApplicationFactory,
+    LanguageModelFactory,
+    MembershipFactory,
+)
 
 INVOKE = "/api/v1/llm/invoke"
 PROVIDERS = "/api/v1/providers"
@@ -78,3 +83,17 @@ def assert_error(response: httpx.Response, *, status: int, code: str) -> dict[st
     assert isinstance(body["error"]["message"], str), body
     assert body["error"]["message"], body
     return dict(body["error"])
+
+
+def own_tenant_admin(committed: Any) -> Any:
+    """An admin of a tenant of the test's own, with an OpenAI key stored: budgets, usage sums and
+    totals see only this test's calls."""
+    membership = committed(MembershipFactory, role=Role.ADMIN)
+    committed(
+        LanguageModelFactory,
+        tenant=membership.tenant,
+        model="openai/gpt-4o-mini",
+        api_key="sk-own-tenant-key",
+        is_default=True,
+    )
+    return membership

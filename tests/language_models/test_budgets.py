@@ -7,9 +7,10 @@ from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
 import pytest
+from django.utils import timezone
 
 from core.errors import BudgetExceeded
-from language_models.governed.budgets import budget_check, budget_period_bounds
+from language_models.governed.budgets import PENDING_COUNTS_SECONDS, budget_check, budget_period_bounds
 from language_models.models import LlmBudget, LlmUsage, UsageOutcome
 
 pytestmark = pytest.mark.django_db
@@ -170,3 +171,22 @@ def test_the_check_takes_two_queries_at_most(contributor, django_assert_max_num_
 )
 def test_periods_are_utc_days_and_months(now, period, expected):
     assert budget_period_bounds(period=period, now=now) == expected
+
+
+def test_a_reservation_counts_until_its_worker_is_presumed_dead(contributor):
+    LlmBudget.objects.create(tenant=contributor.tenant, period="day", max_tokens=1000)
+    pending = LlmUsage.objects.create(
+        tenant=contributor.tenant,
+        user=contributor.user,
+        channel="mcp",
+        provider="openai",
+        model="m",
+        total_tokens=1000,
+        outcome=UsageOutcome.PENDING,
+    )
+    with pytest.raises(BudgetExceeded):
+        budget_check(tenant_id=contributor.tenant_id, user_id=contributor.user_id)
+    LlmUsage.objects.filter(pk=pending.pk).update(
+        created=timezone.now() - timedelta(seconds=PENDING_COUNTS_SECONDS + 1)
+    )
+    budget_check(tenant_id=contributor.tenant_id, user_id=contributor.user_id)

@@ -35,8 +35,9 @@ def invoke_request(**overrides: Any) -> InvokeRequest:
 
 
 @pytest.fixture(autouse=True)
-async def _close_async_orm_connections():
-    """db_call runs the ORM on asgiref's thread, outside pytest-django's care."""
+async def _close_async_orm_connections(fresh_hot_path_pool):
+    """db_call runs the ORM on asgiref's thread, outside pytest-django's care; and a model call's
+    audit row goes through the hot-path pool of this test's loop (closed after it)."""
     yield
     await sync_to_async(connections.close_all)()
 

@@ -288,6 +288,25 @@ def test_usage_records_list_every_column_for_an_operator(client, operator, membe
     assert "Failed" in page
 
 
+def test_the_usage_list_totals_what_its_filters_select(client, operator, member):
+    """Shown failing before: the list had no totals; an operator added up the cost column by hand."""
+    for feature in ("ask_question", "ask_question", "summary"):
+        LlmUsageFactory.create(membership=member, feature=feature, cost=Decimal("0.25"), total_tokens=100)
+    LlmUsageFactory.create(membership=member, feature="summary", cost=None, total_tokens=40)
+    LlmUsageFactory.create(membership=member, outcome=UsageOutcome.PENDING, total_tokens=9000)
+
+    every = client.get(admin_url(LlmUsage, "changelist")).context["usage_totals"]
+    asked = client.get(admin_url(LlmUsage, "changelist") + "?feature__exact=ask_question").context[
+        "usage_totals"
+    ]
+
+    assert (every.calls, every.total_tokens, every.cost, every.unpriced_calls) == (4, 340, 0.75, 1)
+    assert (asked.calls, asked.total_tokens, asked.cost) == (2, 200, 0.5)
+    page = client.get(admin_url(LlmUsage, "changelist")).content.decode()
+    assert "<strong>4</strong> calls" in page
+    assert "1 calls had no price" in page
+
+
 def test_the_usage_list_reads_people_clients_and_tenants_in_one_query(client, operator):
     LlmUsageFactory.create()
     url = admin_url(LlmUsage, "changelist")

@@ -6,7 +6,7 @@ from django.core.exceptions import ImproperlyConfigured
 from accounts.models import Role
 from accounts.scopes import SCOPE_READ, SCOPE_WRITE, RoleScopesBackend, scopes_for_role, scopes_granted
 from data_agent.scopes import SCOPE_DATA_AGENT_WRITE, SCOPE_ONTOLOGIES_READ
-from llm_gateway.scopes import SCOPE_LLM_INVOKE
+from llm_gateway.scopes import SCOPE_LLM_INVOKE, SCOPE_USAGE_READ
 from mcp_gateway.kernel.rbac import missing_scopes
 from mcp_gateway.kernel.registry import Registry, Toolset, registry_load, resource_prefix, tool
 from workflows.scopes import SCOPE_WORKFLOWS_AGENT, SCOPE_WORKFLOWS_READ, SCOPE_WORKFLOWS_RUN
@@ -23,7 +23,9 @@ def test_a_viewer_holds_only_the_read_scope():
 
 @pytest.mark.parametrize("role", [Role.ADMIN, Role.CONTRIBUTOR])
 def test_admins_and_contributors_hold_read_and_write(role):
-    assert scopes_for_role(role=role) == {
+    # Only admins read what the tenant spent on models.
+    spending = {SCOPE_USAGE_READ} if role == Role.ADMIN else set()
+    assert scopes_for_role(role=role) - spending == {
         SCOPE_READ,
         SCOPE_WRITE,
         SCOPE_ONTOLOGIES_READ,
@@ -51,6 +53,7 @@ def test_the_dot_backend_publishes_every_scope_with_its_words():
         SCOPE_WORKFLOWS_RUN,
         SCOPE_WORKFLOWS_AGENT,
         SCOPE_LLM_INVOKE,
+        SCOPE_USAGE_READ,
     }
     assert backend.get_all_scopes()[SCOPE_READ].startswith("See who you are")
 

@@ -10,6 +10,7 @@ import pytest
 
 from core.errors import InsufficientScope, InvalidInput, NotFound, Unavailable
 from language_models.completion import TOOL_ARGUMENTS_NOT_JSON
+from language_models.governed.tool_messages import TOOL_RESULT_MAX_CHARS
 from tests.support.llm_script_support import (  # noqa: F401  (a fixture)
     UNRECORDED_USE,
     llm_script,
@@ -19,7 +20,6 @@ from tests.support.llm_script_support import (  # noqa: F401  (a fixture)
 from workflows.agent import (
     AGENT_STOPPED,
     PURPOSE,
-    TOOL_RESULT_MAX_CHARS,
     AgentResult,
     AgentStep,
     agent_run,

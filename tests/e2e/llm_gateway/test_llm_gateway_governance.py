@@ -22,27 +22,18 @@ from tests.e2e.llm_gateway_support import (
     api_token,
     assert_error,
     invoke_body,
+    own_tenant_admin,
     script,
 )
 from tests.e2e.oauth_driver import minted_sdk_client
-from tests.support.factories import LanguageModelFactory, MembershipFactory
+from tests.support.factories import MembershipFactory
 
 pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
 def own(committed):
-    """An admin of a tenant of the test's own, with an OpenAI key stored: budgets and usage sums
-    see only this test's calls."""
-    membership = committed(MembershipFactory, role=Role.ADMIN)
-    committed(
-        LanguageModelFactory,
-        tenant=membership.tenant,
-        model="openai/gpt-4o-mini",
-        api_key="sk-own-tenant-key",
-        is_default=True,
-    )
-    return membership
+    return own_tenant_admin(committed)
 
 
 def _budget(**fields):

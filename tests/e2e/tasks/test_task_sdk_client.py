@@ -289,7 +289,7 @@ async def test_a_task_started_on_one_replica_is_answered_by_another(
 
     # The audit trail: the call that started the task, and the worker's call that ran it.
     [request_id] = transport.request_ids("tools/call")
-    [started] = await audit_events(request_id)
+    [started] = _tool_rows(await audit_events(request_id))
     assert (started.action, started.target, started.outcome) == (
         AuditAction.TOOL_CALLED,
         "ask_question",
@@ -298,7 +298,12 @@ async def test_a_task_started_on_one_replica_is_answered_by_another(
     assert started.detail["result"]["task_id"] == created.task_id
     assert started.user is not None
     assert started.user.username == "alice"
-    [ran] = await audit_events(f"task:{created.task_id}")
+    ran_rows = await audit_events(f"task:{created.task_id}")
+    [ran] = _tool_rows(ran_rows)
+    # The worker's model calls took the governed path, each with its row under the task's id.
+    assert {row.detail["feature"] for row in ran_rows if row.action == AuditAction.MODEL_CALLED} == {
+        "ask_question"
+    }
     assert (ran.action, ran.target, ran.outcome) == (AuditAction.TOOL_CALLED, "ask_question", "ok")
     assert ran.user is not None
     assert ran.user.username == "alice"
@@ -488,3 +493,8 @@ async def test_a_clarifying_question_is_answered_through_tasks_update_on_the_oth
     # The sealed requestState of the clarification round never reached the client.
     assert "requestState" not in json.dumps(waiting.model_dump(by_alias=True))
     assert {port for method, port in transport.served if method.startswith("tasks/")} == {second.port}
+
+
+def _tool_rows(rows: list) -> list:
+    """The tool call's own rows, without the ``model.called`` rows of the model calls it made."""
+    return [row for row in rows if row.action != AuditAction.MODEL_CALLED]
