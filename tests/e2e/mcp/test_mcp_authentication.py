@@ -30,8 +30,8 @@ def assert_challenge(response: httpx.Response, server, *, error: str | None) -> 
     assert challenge.startswith("Bearer ")
     assert f'resource_metadata="{server.base_url}/.well-known/oauth-protected-resource/mcp"' in challenge
     assert (
-        'scope="data_agent:write llm:invoke mcp:read mcp:write ontologies:read workflows:agent'
-        ' workflows:read workflows:run"'
+        'scope="data_agent:write llm:invoke mcp:read mcp:write ontologies:read usage:read'
+        ' workflows:agent workflows:read workflows:run"'
     ) in challenge
     if error:
         assert f'error="{error}"' in challenge

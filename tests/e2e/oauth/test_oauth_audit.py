@@ -132,6 +132,7 @@ async def test_a_whole_connection_audits_registration_login_consent_and_token_on
         "mcp:read",
         "mcp:write",
         "ontologies:read",
+        "usage:read",
         "workflows:agent",
         "workflows:read",
         "workflows:run",

@@ -36,6 +36,7 @@ async def test_the_sdk_client_signs_in_consents_and_calls_whoami(server):
         "mcp:read",
         "mcp:write",
         "ontologies:read",
+        "usage:read",
         "workflows:agent",
         "workflows:read",
         "workflows:run",
