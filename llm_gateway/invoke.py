@@ -29,7 +29,7 @@ from core.identity import Identity
 from core.request_context import current_request_id, request_id_new
 from core.text_safety import text_unstorable_reason
 from language_models.governed import Feature, GovernedCall, ModelUse, model_call
-from language_models.governed.usage import UsageStart, usage_failed
+from language_models.governed.usage import UsageStart, usage_not_run
 from language_models.model_checks import litellm_import
 from language_models.models import UsageOutcome
 from language_models.selectors import ModelConfig
@@ -118,9 +118,7 @@ async def llm_gateway_invoke(
             native=built.native,
             json_mode=built.response_format is not None and not built.native,
         )
-    use = ModelUse(
-        identity=identity, feature=Feature.API if channel == "api" else Feature.LLM_INVOKE, channel=channel
-    )
+    use = ModelUse(identity=identity, feature=_feature(channel), channel=channel)
     if request.mcp is not None:
         if run_tool is None:
             raise ValueError("a call with MCP tools needs its channel's run_tool")
@@ -209,6 +207,11 @@ async def _with_tools(
     )
 
 
+def _feature(channel: str) -> Feature:
+    """The REST API's calls are the ``api`` feature, the MCP tool's ``llm_invoke``."""
+    return Feature.API if channel == "api" else Feature.LLM_INVOKE
+
+
 def _usage(prompt_tokens: int, completion_tokens: int) -> Usage:
     return Usage(
         prompt_tokens=prompt_tokens,
@@ -276,10 +279,11 @@ class _Call:
         self._count(outcome=UsageOutcome.ERROR, completion=None, duration_ms=0)
         try:
             await db_call(
-                usage_failed,
+                usage_not_run,
+                outcome=UsageOutcome.ERROR,
                 start=UsageStart(
                     identity=self.identity,
-                    feature=Feature.API if self.channel == "api" else Feature.LLM_INVOKE,
+                    feature=_feature(self.channel),
                     channel=self.channel,
                     provider=self.provider,
                     model=self.model,

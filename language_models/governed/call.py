@@ -41,7 +41,7 @@ from language_models.completion import (
     llm_complete_tools,
 )
 from language_models.governed.pricing import model_cost, model_cost_estimate, prompt_tokens_estimate
-from language_models.governed.usage import UsageStart, usage_begin, usage_end, usage_refused
+from language_models.governed.usage import UsageStart, usage_begin, usage_end, usage_not_run
 from language_models.model_checks import ModelStringInvalid, language_model_string_validate
 from language_models.models import Feature, UsageOutcome
 from language_models.selectors import ModelConfig
@@ -201,11 +201,10 @@ async def _begin(call: GovernedCall) -> None:
     except RateLimited as error:
         await _refused(call, error, record=True)
         raise
-    reserve_tokens = prompt_tokens_estimate(call.messages) + call.config.max_output_tokens
+    prompt_tokens = prompt_tokens_estimate(call.messages)
+    reserve_tokens = prompt_tokens + call.config.max_output_tokens
     reserve_cost = model_cost_estimate(
-        config=call.config,
-        prompt_tokens=prompt_tokens_estimate(call.messages),
-        completion_tokens=call.config.max_output_tokens,
+        config=call.config, prompt_tokens=prompt_tokens, completion_tokens=call.config.max_output_tokens
     )
     try:
         call.usage_id = await db_call(
@@ -220,7 +219,9 @@ async def _begin(call: GovernedCall) -> None:
 async def _refused(call: GovernedCall, error: GatehouseError, *, record: bool) -> None:
     if record:
         try:
-            call.usage_id = await db_call(usage_refused, start=call.start, error_code=error.api_code)
+            call.usage_id = await db_call(
+                usage_not_run, start=call.start, outcome=UsageOutcome.REFUSED, error_code=error.api_code
+            )
         except Exception:
             logger.exception("The usage record of a refused model call could not be written")
     await _audit(call, outcome=AuditOutcome.DENIED, error_code=error.api_code, duration_ms=0)

@@ -54,24 +54,15 @@ def usage_begin(*, start: UsageStart, reserve_tokens: int, reserve_cost: float |
                 cost=reserve_cost,
             )
     except BudgetExceeded as error:
-        usage_refused(start=start, error_code=error.api_code)
+        usage_not_run(start=start, outcome=UsageOutcome.REFUSED, error_code=error.api_code)
         raise
     return usage.id
 
 
-def usage_refused(*, start: UsageStart, error_code: str) -> uuid.UUID:
-    """A call refused before it ran (budget, rate limit): a record with nothing spent."""
-    usage = _create(
-        start, outcome=UsageOutcome.REFUSED, prompt_tokens=0, completion_tokens=0, error_code=error_code
-    )
-    return usage.id
-
-
-def usage_failed(*, start: UsageStart, error_code: str) -> uuid.UUID:
-    """A call that failed before it could run (no model or key for it): a record with nothing spent."""
-    usage = _create(
-        start, outcome=UsageOutcome.ERROR, prompt_tokens=0, completion_tokens=0, error_code=error_code
-    )
+def usage_not_run(*, start: UsageStart, outcome: UsageOutcome, error_code: str) -> uuid.UUID:
+    """A call that never ran, with nothing spent: ``refused`` (budget, rate limit) or ``error``
+    (no model or key for it)."""
+    usage = _create(start, outcome=outcome, prompt_tokens=0, completion_tokens=0, error_code=error_code)
     return usage.id
 
 

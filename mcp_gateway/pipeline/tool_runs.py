@@ -147,16 +147,10 @@ async def tool_call_run(
     """Call ``tool`` for ``identity`` through the server, at protocol 2026-07-28. ``request_id``
     and ``via``, when another request runs the tool (the LLM tool loop of a REST call), link its
     audit row to that request and say what ran it."""
-    server = task_server()
     params: dict[str, Any] = {
         "name": tool,
         "arguments": dict(arguments),
-        "_meta": {
-            PROTOCOL_VERSION_META_KEY: TASK_PROTOCOL_VERSION,
-            CLIENT_INFO_META_KEY: TASK_CLIENT_INFO,
-            CLIENT_CAPABILITIES_META_KEY: task_client_capabilities(client_capabilities),
-            "progressToken": PROGRESS_TOKEN,
-        },
+        "_meta": {**_meta(task_client_capabilities(client_capabilities)), "progressToken": PROGRESS_TOKEN},
     }
     if input_responses is not None:
         params["inputResponses"] = dict(input_responses)
@@ -168,22 +162,37 @@ async def tool_call_run(
     if via is not None:
         request.scope[VIA_KEY] = via
     channel = _TaskChannel(request=request, task_id=task_id, on_progress=on_progress, request_id=request_id)
-    connection = Connection.from_envelope(
-        TASK_PROTOCOL_VERSION, TASK_CLIENT_INFO, params["_meta"][CLIENT_CAPABILITIES_META_KEY]
-    )
     try:
-        with request_context_outside_http(request_id=channel.request_id):
-            result = await serve_one(
-                server_lowlevel(server=server),
-                channel,
-                "tools/call",
-                params,
-                connection=connection,
-                lifespan_state={},
-            )
+        result = await _served(channel, "tools/call", params)
     except Exception as error:
         return CallAnswer(error=_error_object(error))
     return CallAnswer(result=result)
+
+
+def _meta(capabilities: Mapping[str, Any]) -> dict[str, Any]:
+    """The 2026-07-28 envelope of the worker's (or another request's) own calls."""
+    return {
+        PROTOCOL_VERSION_META_KEY: TASK_PROTOCOL_VERSION,
+        CLIENT_INFO_META_KEY: TASK_CLIENT_INFO,
+        CLIENT_CAPABILITIES_META_KEY: dict(capabilities),
+    }
+
+
+async def _served(channel: _TaskChannel, method: str, params: dict[str, Any]) -> Any:
+    """``method`` served by the worker's server through the SDK's single-exchange driver, under
+    the channel's request id."""
+    connection = Connection.from_envelope(
+        TASK_PROTOCOL_VERSION, TASK_CLIENT_INFO, params["_meta"][CLIENT_CAPABILITIES_META_KEY]
+    )
+    with request_context_outside_http(request_id=channel.request_id):
+        return await serve_one(
+            server_lowlevel(server=task_server()),
+            channel,
+            method,
+            params,
+            connection=connection,
+            lifespan_state={},
+        )
 
 
 def _error_object(error: BaseException) -> dict[str, Any]:
@@ -218,23 +227,8 @@ async def tool_run_within(
 async def tools_list_run(*, identity: Identity, request_id: str) -> list[dict[str, Any]]:
     """The tools ``identity`` may call, as ``tools/list`` answers them through the pipeline (the
     tenant's toolsets and upstreams, the caller's scopes): what a client of theirs would see."""
-    server = task_server()
-    meta = {
-        PROTOCOL_VERSION_META_KEY: TASK_PROTOCOL_VERSION,
-        CLIENT_INFO_META_KEY: TASK_CLIENT_INFO,
-        CLIENT_CAPABILITIES_META_KEY: {},
-    }
     request = request_for_identity(identity=identity)
     channel = _TaskChannel(request=request, task_id="", on_progress=None, request_id=request_id)
-    connection = Connection.from_envelope(TASK_PROTOCOL_VERSION, TASK_CLIENT_INFO, {})
-    with request_context_outside_http(request_id=request_id):
-        result = await serve_one(
-            server_lowlevel(server=server),
-            channel,
-            "tools/list",
-            {"_meta": meta},
-            connection=connection,
-            lifespan_state={},
-        )
+    result = await _served(channel, "tools/list", {"_meta": _meta({})})
     tools = result.get("tools") if isinstance(result, dict) else None
     return [entry for entry in tools or [] if isinstance(entry, dict)]

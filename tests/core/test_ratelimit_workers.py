@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 import redis
 from django.conf import settings
-from django.db import connection
 from limits import parse
 
+from tests.support.python_process import committed_database_url
 from tests.support.ratelimit_support import TEST_REDIS_URL
 
 REDIS_URL = TEST_REDIS_URL
@@ -71,15 +71,6 @@ asyncio.run(main())
 """
 
 
-def _database_url() -> str:
-    db = connection.settings_dict
-    password = f":{db['PASSWORD']}" if db.get("PASSWORD") else ""
-    return (
-        f"postgres://{db.get('USER') or 'postgres'}{password}@{db.get('HOST') or '127.0.0.1'}"
-        f":{db.get('PORT') or 5432}/{db['NAME']}"
-    )
-
-
 def counted_in_redis(prefix: str) -> int:
     item = parse(f"{LIMIT}/minute")
     store = redis.Redis.from_url(REDIS_URL)
@@ -98,7 +89,7 @@ def test_two_workers_share_one_limit_within_the_documented_bound(tmp_path: Path)
     env = {
         **os.environ,
         "DJANGO_SETTINGS_MODULE": "config.settings",
-        "DATABASE_URL": _database_url(),
+        "DATABASE_URL": committed_database_url(),
         "REDIS_URL": REDIS_URL,
         "RATE_LIMIT_KEY_PREFIX": prefix,
         "RATE_LIMIT_TOOL": f"{LIMIT}/minute",

@@ -37,6 +37,7 @@ from tests.e2e.upstream_fixtures import (  # noqa: F401 (fixtures of the upstrea
 )
 from tests.jobs.worker_process import JobsWorkerProcess
 from tests.support.factories import DEFAULT_PASSWORD, LanguageModelFactory, MembershipFactory
+from tests.support.python_process import committed_database_url
 from upstreams.models import Upstream
 
 SERVER_DB_APPLICATION = "gatehouse-e2e-server"
@@ -45,13 +46,8 @@ logger = logging.getLogger(__name__)
 
 
 def _database_url() -> str:
-    db = connection.settings_dict
-    user = db.get("USER") or "postgres"
-    password = f":{db['PASSWORD']}" if db.get("PASSWORD") else ""
-    host = db.get("HOST") or "127.0.0.1"
-    port = db.get("PORT") or 5432
     # The name lets a test find the server's own connections in pg_stat_activity.
-    return f"postgres://{user}{password}@{host}:{port}/{db['NAME']}?application_name={SERVER_DB_APPLICATION}"
+    return f"{committed_database_url()}?application_name={SERVER_DB_APPLICATION}"
 
 
 # Rows the migrations make and no test writes; a running server may hold them in its caches.

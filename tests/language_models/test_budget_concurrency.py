@@ -12,10 +12,10 @@ import sys
 
 import pytest
 from django.conf import settings
-from django.db import connection
 
 from language_models.models import LlmBudget, LlmUsage, UsageOutcome
 from tests.support.factories import MembershipFactory
+from tests.support.python_process import committed_database_url
 
 PROCESSES = 3
 RESERVED = 800
@@ -50,20 +50,13 @@ except BudgetExceeded:
 """
 
 
-def _database_url() -> str:
-    db = connection.settings_dict
-    password = f":{db['PASSWORD']}" if db.get("PASSWORD") else ""
-    host, port = db.get("HOST") or "127.0.0.1", db.get("PORT") or 5432
-    return f"postgres://{db.get('USER') or 'postgres'}{password}@{host}:{port}/{db['NAME']}"
-
-
 @pytest.mark.django_db(transaction=True)
 def test_three_processes_spending_the_last_of_a_budget_start_two_calls():
     membership = MembershipFactory.create(role="admin")
     LlmBudget.objects.create(tenant=membership.tenant, period="day", max_tokens=LIMIT)
     env = {
         **os.environ,
-        "DATABASE_URL": _database_url(),
+        "DATABASE_URL": committed_database_url(),
         "DJANGO_SETTINGS_MODULE": "config.settings",
         "LOG_LEVEL": "ERROR",
     }

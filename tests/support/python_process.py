@@ -7,6 +7,7 @@ import subprocess
 import sys
 
 from django.conf import settings
+from django.db import connection
 
 
 def python_run(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
@@ -20,3 +21,12 @@ def python_run(args: list[str], env: dict[str, str]) -> subprocess.CompletedProc
         check=False,
         cwd=settings.BASE_DIR,
     )
+
+
+def committed_database_url() -> str:
+    """The test database as a ``DATABASE_URL``, for a process of its own to reach what the test
+    committed."""
+    db = connection.settings_dict
+    password = f":{db['PASSWORD']}" if db.get("PASSWORD") else ""
+    host, port = db.get("HOST") or "127.0.0.1", db.get("PORT") or 5432
+    return f"postgres://{db.get('USER') or 'postgres'}{password}@{host}:{port}/{db['NAME']}"

@@ -9,12 +9,11 @@ import os
 
 import pytest
 from django.core.management import CommandError, call_command
-from django.db import connection
 
 from core.crypto import secret_decrypt
 from tests.e2e.harness import free_port
 from tests.support.factories import TenantFactory
-from tests.support.python_process import python_run
+from tests.support.python_process import committed_database_url, python_run
 from tests.support.upstream_support import UpstreamProcess, stdio_command, upstream_row
 from upstreams.models import AuthKind, Transport, Upstream
 
@@ -214,18 +213,11 @@ def test_remove_deletes_the_upstream(tenant, capfd):
     assert not Upstream.objects.exists()
 
 
-def _test_database_url() -> str:
-    db = connection.settings_dict
-    password = f":{db['PASSWORD']}" if db.get("PASSWORD") else ""
-    host, port = db.get("HOST") or "127.0.0.1", db.get("PORT") or 5432
-    return f"postgres://{db.get('USER') or 'postgres'}{password}@{host}:{port}/{db['NAME']}"
-
-
 def test_the_real_command_exits_1_with_a_message_and_no_traceback():
     # An unknown tenant needs no row, so the process needs none of this test's uncommitted ones.
     result = python_run(
         ["manage.py", "upstreams", "test", "no-such-tenant", "docs"],
-        env={**os.environ, "DATABASE_URL": _test_database_url()},
+        env={**os.environ, "DATABASE_URL": committed_database_url()},
     )
     assert result.returncode == 1
     assert result.stderr.strip() == "CommandError: No tenant 'no-such-tenant'."
@@ -254,7 +246,7 @@ def test_adding_an_http_upstream_prints_its_answer_and_no_log_line(tmp_path):
     try:
         result = python_run(
             ["manage.py", "upstreams", "add", tenant.slug, "web", "--url", process.url, "--prefix"],
-            env={**os.environ, "DATABASE_URL": _test_database_url()},
+            env={**os.environ, "DATABASE_URL": committed_database_url()},
         )
     finally:
         process.kill()
