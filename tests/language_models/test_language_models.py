@@ -27,6 +27,7 @@ from language_models.selectors import (
 )
 from tests.support.admin_support import admin_url, post_action
 from tests.support.factories import LanguageModelFactory, TenantFactory
+from tests.support.llm_admin_support import model_form
 from tests.support.python_process import python_run
 
 pytestmark = pytest.mark.django_db
@@ -168,23 +169,8 @@ def test_a_key_stored_under_another_encryption_key_asks_for_it_again(tenant):
 # The admin: the key is write-only
 
 
-def _form(tenant: Tenant, **overrides: object) -> dict[str, object]:
-    return {
-        "tenant": tenant.pk,
-        "name": "Main",
-        "model": "openai/gpt-4o-mini",
-        "api_key": "",
-        "api_base": "",
-        "is_default": "on",
-        "temperature": "0",
-        "max_output_tokens": "2000",
-        "request_timeout_seconds": "60",
-        **overrides,
-    }
-
-
 def test_an_operator_adds_a_model_and_its_key_is_stored_encrypted(client, operator, tenant):
-    response = client.post(admin_url(LanguageModel, "add"), _form(tenant, api_key=API_KEY))
+    response = client.post(admin_url(LanguageModel, "add"), model_form(tenant, api_key=API_KEY))
 
     assert response.status_code == 302
     language_model = LanguageModel.objects.get()
@@ -217,7 +203,7 @@ def test_saving_with_a_blank_key_keeps_the_stored_one(client, operator, tenant):
     language_model = LanguageModelFactory.create(tenant=tenant, name="Main", api_key=API_KEY)
 
     response = client.post(
-        admin_url(LanguageModel, "change", language_model.pk), _form(tenant, model="openai/gpt-4o")
+        admin_url(LanguageModel, "change", language_model.pk), model_form(tenant, model="openai/gpt-4o")
     )
 
     assert response.status_code == 302
@@ -229,7 +215,7 @@ def test_a_new_key_replaces_the_stored_one(client, operator, tenant):
     language_model = LanguageModelFactory.create(tenant=tenant, name="Main", api_key=API_KEY)
 
     client.post(
-        admin_url(LanguageModel, "change", language_model.pk), _form(tenant, api_key="sk-replacement")
+        admin_url(LanguageModel, "change", language_model.pk), model_form(tenant, api_key="sk-replacement")
     )
 
     assert language_model_for_tenant(tenant_id=tenant.pk).api_key == "sk-replacement"
@@ -239,7 +225,7 @@ def test_the_checkbox_removes_the_stored_key(client, operator, tenant):
     language_model = LanguageModelFactory.create(tenant=tenant, name="Main", api_key=API_KEY)
 
     response = client.post(
-        admin_url(LanguageModel, "change", language_model.pk), _form(tenant, remove_api_key="on")
+        admin_url(LanguageModel, "change", language_model.pk), model_form(tenant, remove_api_key="on")
     )
 
     assert response.status_code == 302
@@ -253,7 +239,7 @@ def test_a_new_key_and_the_removal_together_are_refused(client, operator, tenant
 
     response = client.post(
         admin_url(LanguageModel, "change", language_model.pk),
-        _form(tenant, api_key="sk-replacement", remove_api_key="on"),
+        model_form(tenant, api_key="sk-replacement", remove_api_key="on"),
     )
 
     assert response.status_code == 200
@@ -262,7 +248,8 @@ def test_a_new_key_and_the_removal_together_are_refused(client, operator, tenant
 
 
 def test_a_refused_form_does_not_echo_the_key_typed(client, operator, tenant):
-    response = client.post(admin_url(LanguageModel, "add"), _form(tenant, api_key=API_KEY, temperature="3"))
+    form = model_form(tenant, api_key=API_KEY, temperature="3")
+    response = client.post(admin_url(LanguageModel, "add"), form)
 
     assert response.status_code == 200
     assert "temperature" in response.context["adminform"].form.errors
@@ -273,7 +260,7 @@ def test_a_refused_form_does_not_echo_the_key_typed(client, operator, tenant):
 def test_a_second_default_in_the_tenant_is_refused_with_a_message(client, operator, tenant):
     LanguageModelFactory.create(tenant=tenant, name="First", is_default=True)
 
-    response = client.post(admin_url(LanguageModel, "add"), _form(tenant, name="Second"))
+    response = client.post(admin_url(LanguageModel, "add"), model_form(tenant, name="Second"))
 
     assert response.status_code == 200
     assert "This tenant already has a default language model." in response.content.decode()
@@ -283,7 +270,7 @@ def test_a_second_default_in_the_tenant_is_refused_with_a_message(client, operat
 def test_the_same_name_twice_in_a_tenant_is_refused(client, operator, tenant):
     LanguageModelFactory.create(tenant=tenant, name="Main")
 
-    response = client.post(admin_url(LanguageModel, "add"), _form(tenant, is_default=""))
+    response = client.post(admin_url(LanguageModel, "add"), model_form(tenant, is_default=""))
 
     assert response.status_code == 200
     assert LanguageModel.objects.count() == 1

@@ -1,8 +1,8 @@
 """One pipeline: a refusal added once, as a call policy of the pipeline, refuses a tool however it
-is run: a client's own call over HTTP, a workflow command, a tool task's step. None of those
-callers is touched by the test, and each refusal leaves its audit row. REST runs no tool (its
-model calls come with the governed path of the LLM tool loop, which runs tools through the same
-service)."""
+is run: a client's own call over HTTP, a workflow command, a tool task's step, a model's tool call
+in the LLM tool loop (``llm/invoke`` over REST and the ``llm_invoke`` tool over MCP). None of those
+callers is touched by the test, and each refusal leaves its audit row; the model is told the
+refusal, and the tool never runs."""
 
 from __future__ import annotations
 
@@ -21,10 +21,16 @@ from core.identity import Identity
 from core.models import AuditEvent
 from mcp_gateway.kernel.identity_cache import identity_cache
 from mcp_gateway.kernel.registry import default_registry
+from mcp_gateway.models import TenantToolset
 from mcp_gateway.pipeline.call_policies import call_policy_add
 from mcp_gateway.pipeline.server import server_build
 from mcp_gateway.pipeline.tool_runs import tool_call_run
-from tests.support.factories import AccessTokenFactory, MembershipFactory, UserFactory
+from tests.support.factories import (
+    AccessTokenFactory,
+    LanguageModelFactory,
+    MembershipFactory,
+    UserFactory,
+)
 from tests.support.identity_cache_support import identity_cache_stop
 from tests.support.tool_context import tool_context
 from tests.support.workflow_support import identity_for, sample_with_workflow
@@ -101,6 +107,94 @@ async def test_a_clients_own_call_over_http_is_refused(whoami_refused, member, i
     assert response.json()["error"] == {"code": PermissionDenied.jsonrpc_code, "message": POLICY}
     [row] = await _denied_rows()
     assert "via" not in row.detail
+
+
+def _whoami_then_answer(write_script) -> None:
+    write_script({"gateway": [{"toolCalls": [{"name": "whoami", "arguments": {}}]}, "Told."]})
+
+
+@pytest.fixture
+def scripted_model(member):
+    LanguageModelFactory(tenant=member.tenant, model="openai/gpt-4o-mini", api_key="sk-one-pipeline")
+
+
+async def test_a_models_tool_call_over_rest_is_refused_and_told_to_it(
+    whoami_refused,
+    member,
+    scripted_model,
+    llm_script,
+    in_process_endpoint,
+):
+    _whoami_then_answer(llm_script)
+    token = await sync_to_async(AccessTokenFactory)(
+        membership=member, scope="llm:invoke mcp:read", resource=[settings.API_RESOURCE_URL]
+    )
+    body = {
+        "provider": "openai",
+        "model": "gpt-4o-mini",
+        "messages": [{"role": "user", "content": "Who am I?"}],
+        "mcp": {"tools": ["whoami"]},
+    }
+    async with httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=in_process_endpoint), base_url=settings.PUBLIC_URL
+    ) as client:
+        response = await client.post(
+            f"{settings.API_PATH}/v1/llm/invoke",
+            json=body,
+            headers={"authorization": f"Bearer {token.token}"},
+        )
+    assert response.status_code == 200, response.text
+    assert response.json()["tool_calls"] == [
+        {"round": 1, "name": "whoami", "arguments": {}, "outcome": "refused", "message": POLICY}
+    ]
+    [row] = await _denied_rows()
+    assert row.detail["via"] == "llm/invoke"
+
+
+async def test_a_models_tool_call_within_llm_invoke_is_refused_and_told_to_it(
+    whoami_refused,
+    member,
+    scripted_model,
+    llm_script,
+    in_process_endpoint,
+):
+    _whoami_then_answer(llm_script)
+    await TenantToolset.objects.aupdate_or_create(
+        tenant=member.tenant, toolset="llm_gateway", defaults={"enabled": True}
+    )
+    token = await sync_to_async(AccessTokenFactory)(
+        membership=member, scope="llm:invoke mcp:read", resource=[settings.MCP_RESOURCE_URL]
+    )
+    arguments = {
+        "provider": "openai",
+        "model": "gpt-4o-mini",
+        "messages": [{"role": "user", "content": "Who am I?"}],
+        "mcp": {"tools": ["whoami"]},
+    }
+    body = {
+        "jsonrpc": "2.0",
+        "id": 8,
+        "method": "tools/call",
+        "params": {"name": "llm_invoke", "arguments": arguments, "_meta": META},
+    }
+    headers = {
+        "accept": "application/json, text/event-stream",
+        "authorization": f"Bearer {token.token}",
+        "mcp-protocol-version": MODERN,
+        "mcp-method": "tools/call",
+        "mcp-name": "llm_invoke",
+    }
+    async with httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=in_process_endpoint), base_url=settings.PUBLIC_URL
+    ) as client:
+        response = await client.post(settings.MCP_PATH, json=body, headers=headers)
+    result = response.json()["result"]
+    assert not result.get("isError"), result
+    assert result["structuredContent"]["tool_calls"] == [
+        {"round": 1, "name": "whoami", "arguments": {}, "outcome": "refused", "message": POLICY}
+    ]
+    [row] = await _denied_rows()
+    assert row.detail["via"] == "llm_invoke"
 
 
 async def test_a_workflow_command_running_the_tool_is_refused(whoami_refused, member):

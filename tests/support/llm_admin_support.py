@@ -1,4 +1,5 @@
-"""Factories for the LLM gateway's budgets and usage records; person, tenant and client agree."""
+"""Factories for the LLM gateway's budgets and usage records (person, tenant and client agree), and
+the admin's language model form as an operator fills it in."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from decimal import Decimal
 
 import factory
 
+from accounts.models import Tenant
 from language_models.models import BudgetPeriod, LlmBudget, LlmUsage, UsageOutcome
 from tests.support.factories import ApplicationFactory, MembershipFactory, TenantFactory
 
@@ -54,3 +56,19 @@ def usage_at(usage: LlmUsage, when: datetime) -> LlmUsage:
     LlmUsage.objects.filter(pk=usage.pk).update(created=when)
     usage.refresh_from_db()
     return usage
+
+
+def model_form(tenant: Tenant, **overrides: object) -> dict[str, object]:
+    """The admin's add form for ``tenant``'s default model, as posted; ``overrides`` change fields."""
+    return {
+        "tenant": tenant.pk,
+        "name": "Main",
+        "model": "openai/gpt-4o-mini",
+        "api_key": "",
+        "api_base": "",
+        "is_default": "on",
+        "temperature": "0",
+        "max_output_tokens": "2000",
+        "request_timeout_seconds": "60",
+        **overrides,
+    }
