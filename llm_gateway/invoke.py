@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
+from collections.abc import Callable
 from typing import Any
 
 from core.db import db_call
@@ -163,6 +164,27 @@ async def llm_gateway_invoke(
     )
 
 
+async def _toolsets_of(*, identity: Identity, wanted: bool) -> Callable[[str], frozenset[str]]:
+    """Under which names a listed tool is bound with a whole toolset: a built-in tool under its
+    toolset's; an upstream's tool under its federation's toolset and ``<toolset>.<upstream>``
+    (``upstreams.demo``), so that one upstream can be bound without the others."""
+    registry = default_registry()
+    federated: dict[str, frozenset[str]] = {}
+    if wanted:
+        for toolset in registry.toolsets:
+            if toolset.federation is None:
+                continue
+            for item in await toolset.federation.items(identity=identity, kind="tool"):
+                # The first keeps a name, as in the lists (mcp_gateway.pipeline.federated_entries).
+                federated.setdefault(item.name, frozenset({toolset.name, f"{toolset.name}.{item.source}"}))
+
+    def of(name: str) -> frozenset[str]:
+        own = registry.toolset_of_tool(name)
+        return frozenset({own}) if own is not None else federated.get(name, frozenset())
+
+    return of
+
+
 async def _with_tools(
     *,
     call: _Call,
@@ -177,7 +199,8 @@ async def _with_tools(
     """The call with MCP tools bound (``llm_gateway.tool_loop``): one governed model call a round."""
     assert request.mcp is not None
     listed = await tools_list_run(identity=use.identity, request_id=call.request_id or request_id_new())
-    bound = tools_bind(listed=listed, binding=request.mcp, toolset_of=default_registry().toolset_of_tool)
+    toolsets_of = await _toolsets_of(identity=use.identity, wanted=bool(request.mcp.toolsets))
+    bound = tools_bind(listed=listed, binding=request.mcp, toolsets_of=toolsets_of)
     try:
         loop = await tool_conversation(
             use=use, config=config, messages=list(messages), provider=request.provider,

@@ -58,8 +58,8 @@ class McpTools(BaseModel):
     toolsets: list[str] = Field(
         default_factory=list,
         max_length=16,
-        description="Whole toolsets (data_agent, workflows, upstreams...): each of their tools the "
-        "caller may call.",
+        description="Whole toolsets (data_agent, workflows, upstreams...; one upstream as "
+        "upstreams.<its name>): each of their tools the caller may call.",
     )
     max_rounds: int = Field(
         default=4, ge=1, le=MAX_TOOL_ROUNDS, description="Model calls at most; the last one answers."

@@ -41,7 +41,6 @@ from llm_gateway.schemas import MAX_BOUND_TOOLS, McpTools, ToolCallMade
 logger = logging.getLogger("gatehouse.llm_gateway")
 
 NEVER_BOUND = frozenset({"llm_invoke"})
-UPSTREAMS_TOOLSET = "upstreams"
 DESCRIPTION_MAX_CHARS = 1_024
 FUNCTION_NAME = re.compile(r"[^a-zA-Z0-9_-]")
 TOOL_NOT_CALLABLE = "{name!r} is not a tool you may call (tools/list shows yours)."
@@ -90,10 +89,12 @@ class LoopResult:
 
 
 def tools_bind(
-    *, listed: list[dict[str, Any]], binding: McpTools, toolset_of: Callable[[str], str | None]
+    *, listed: list[dict[str, Any]], binding: McpTools, toolsets_of: Callable[[str], frozenset[str]]
 ) -> dict[str, BoundTool]:
     """The tools the model may call, by the function name it sees; ``listed`` is what ``tools/list``
-    answered the caller."""
+    answered the caller, ``toolsets_of`` the names under which a listed tool can be bound as part
+    of a toolset (a built-in tool's toolset; an upstream's tool ``upstreams`` and
+    ``upstreams.<name>``)."""
     callable_tools = {
         str(entry.get("name")): entry for entry in listed if entry.get("name") not in NEVER_BOUND
     }
@@ -104,11 +105,7 @@ def tools_bind(
             raise InvalidInput(TOOL_NOT_CALLABLE.format(name=name), data={"field": f"mcp.tools[{index}]"})
         chosen[name] = entry
     for index, toolset in enumerate(binding.toolsets):
-        members = {
-            name: entry
-            for name, entry in callable_tools.items()
-            if (toolset_of(name) or UPSTREAMS_TOOLSET) == toolset
-        }
+        members = {name: entry for name, entry in callable_tools.items() if toolset in toolsets_of(name)}
         if not members:
             raise InvalidInput(
                 TOOLSET_NOT_CALLABLE.format(name=toolset), data={"field": f"mcp.toolsets[{index}]"}

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import pytest
 
+from accounts.models import Tenant
 from core.models import AuditAction, AuditEvent
 from language_models.models import LlmBudget, LlmUsage
 from tests.e2e.conftest import person_of
@@ -21,6 +22,7 @@ from tests.e2e.llm_gateway_support import (
     script,
 )
 from tests.e2e.oauth_driver import minted_sdk_client
+from tests.support.factories import LanguageModelFactory
 
 pytestmark = pytest.mark.django_db
 
@@ -150,3 +152,32 @@ async def test_the_mcp_tool_binds_tools_within_its_own_request(
         )
     ]
     assert nested.detail.get("via") == "llm_invoke"
+
+
+async def test_one_upstream_is_bound_alone_by_its_name(gateway_server, script_path, committed, own):
+    """globex's demo upstream (bootstrap_demo registered it) bound as ``upstreams.demo``: its tools
+    run, Gatehouse's own are not bound; a name no upstream of the caller's tenant has is refused."""
+    globex = await Tenant.objects.aget(slug="globex")
+    committed(
+        LanguageModelFactory, tenant=globex, model="openai/gpt-4o-mini", api_key="sk-globex", is_default=True
+    )
+    script(script_path, _calls(("demo_word_count", {"text": "one two"}), ("whoami", {})), "Two words.")
+    carol = api_token(committed, gateway_server, username="carol", tenant="globex", scope=SCOPES)
+    async with api_client(gateway_server, carol) as http:
+        response = await http.post(INVOKE, json=invoke_body(mcp={"toolsets": ["upstreams.demo"]}))
+        unknown = await http.post(INVOKE, json=invoke_body(mcp={"toolsets": ["upstreams.nope"]}))
+    async with api_client(gateway_server, _token(committed, gateway_server, own)) as http:
+        elsewhere = await http.post(INVOKE, json=invoke_body(mcp={"toolsets": ["upstreams.demo"]}))
+    assert response.status_code == 200, response.text
+    body = response.json()
+    assert body["output"] == "Two words."
+    assert [(c["name"], c["outcome"]) for c in body["tool_calls"]] == [
+        ("demo_word_count", "ok"),
+        ("whoami", "refused"),
+    ]
+    [counted] = await _rows(response.headers["x-request-id"], AuditAction.TOOL_CALLED)
+    assert (counted.target, counted.outcome) == ("demo_word_count", "ok")
+    assert counted.detail.get("via") == "llm/invoke"
+    for refused in (unknown, elsewhere):
+        error = assert_error(refused, status=400, code="validation_error")
+        assert error["details"]["field"] == "mcp.toolsets[0]"
