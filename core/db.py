@@ -15,7 +15,7 @@ Two ways in:
   database thread, also from an async Django view (the REST API): Django runs each of its
   requests in a thread-sensitive context of its own, whose new thread would open a new
   connection for every request (its cost is in docs/benchmarks.md), where this thread's stays open
-  for ``DB_CONN_MAX_AGE``.
+  for ``DB_CONN_MAX_AGE``. The calls take turns by tenant (``core.db_turns``).
 
 On SQLite (the embedded default) both go through Django.
 """
@@ -33,6 +33,7 @@ from django.conf import settings
 from django.db import DatabaseError, OperationalError, close_old_connections, connection, connections
 
 from core.conf import gatehouse_settings
+from core.db_turns import db_turn
 from core.querycount import querycount_add
 
 logger = logging.getLogger(__name__)
@@ -48,11 +49,13 @@ async def db_call(func: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
         close_old_connections()
         return func(*args, **kwargs)
 
-    if SyncToAsync.thread_sensitive_context.get(None) is None:
-        return await sync_to_async(run)()
-    # Inside a Django request: leave its per-request thread (and its new connection) for ours.
-    async with ThreadSensitiveContext(executor=SyncToAsync.single_thread_executor):
-        return await sync_to_async(run)()
+    # The thread runs one call at a time anyway: the turns decide whose is next (core.db_turns).
+    async with db_turn():
+        if SyncToAsync.thread_sensitive_context.get(None) is None:
+            return await sync_to_async(run)()
+        # Inside a Django request: leave its per-request thread (and its new connection) for ours.
+        async with ThreadSensitiveContext(executor=SyncToAsync.single_thread_executor):
+            return await sync_to_async(run)()
 
 
 def psycopg_connect_kwargs() -> dict[str, Any]:

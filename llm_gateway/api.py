@@ -31,6 +31,7 @@ from ninja.errors import AuthenticationError, HttpError, ValidationError
 from ninja.parser import Parser
 from ninja.security import HttpBearer
 
+from core.db_turns import db_turns_owner_set
 from core.errors import (
     AuthenticationFailed,
     GatehouseError,
@@ -101,6 +102,8 @@ class ApiBearer(HttpBearer):
             logger.exception("Token lookup failed: database unavailable")
             raise Unavailable() from None
         api_call(request).identity = identity
+        # The request's own task: its database calls wait in its tenant's queue.
+        db_turns_owner_set(owner=identity.tenant_id)
         return identity
 
     @staticmethod

@@ -17,6 +17,7 @@ from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 
+from core.db_turns import db_turns_for
 from core.errors import InsufficientScope, InvalidInput
 from core.identity import Identity
 from core.models import RateLimitScope
@@ -106,62 +107,69 @@ class RequestGuard:
             if ctx.request_id is None or ctx.method in {"initialize", "ping"}:
                 return await call_next(ctx)
             identity = identity_from_request(ctx.request)
-            enabled = await self._enabled(identity)
-            params = ctx.params if isinstance(ctx.params, dict) else {}
-            federated: FederatedItem | None = None
-            if ctx.method == "tools/call":
-                # A tool task's own call was counted when the task started (the extension's layer).
-                counted = TOOL_TASK_SCOPE_KEY not in getattr(ctx.request, "scope", {})
-                federated = await self._check_call(params, identity, enabled, ctx.request, counted=counted)
-            elif ctx.method == "resources/read":
-                uri = str(params.get("uri", ""))
-                toolset = self.registry.toolset_of_resource(uri)
-                self._check_owned(toolset, enabled, UNKNOWN_RESOURCE)
-                if toolset is None:
-                    federated = await self._federated(identity, enabled, "resource", uri)
-                # Counted before the scope check (unlike a tool call): as when resources checked
-                # their own scope.
-                await rate_limit_call(identity=identity, scope=RateLimitScope.RESOURCE, target=uri)
-                if federated is not None:
-                    _check_scopes(federated.scopes, identity)
-                else:
-                    await self._check_read(uri, identity)
-            elif ctx.method == "resources/subscribe":
-                # As for reading it, without counting a read: the toolset on, the scopes held.
-                uri = str(params.get("uri", ""))
-                toolset = self.registry.toolset_of_resource(uri)
-                self._check_owned(toolset, enabled, UNKNOWN_RESOURCE)
-                if toolset is not None:
-                    await self._check_read(uri, identity)
-            elif ctx.method == "prompts/get":
-                name = str(params.get("name", ""))
-                toolset = self.registry.toolset_of_prompt(name)
-                self._check_owned(toolset, enabled, UNKNOWN_PROMPT)
-                if toolset is None:
-                    federated = await self._federated(identity, enabled, "prompt", name)
-                    if federated is not None:
-                        _check_scopes(federated.scopes, identity)
-                    elif name not in await self._prompt_names():
-                        # The SDK's own refusal of an unknown prompt is a bare ValueError (-32603).
-                        raise InvalidInput(f"{UNKNOWN_PROMPT}: {name}", data={"prompt": name})
-            if federated is not None:
-                return await federated.federation.forward(
-                    item=federated, identity=identity, params=params, ctx=ctx
-                )
-            # For a static resource's function, which the SDK gives no Context (``identity``).
-            token = current_request_set(request=ctx.request)
-            try:
-                result = await call_next(ctx)
-            finally:
-                current_request_reset(token=token)
-            if isinstance(result, dict):
-                self._filter_listing(ctx.method, result, identity, enabled)
-                kind = LIST_METHODS.get(ctx.method)
-                if kind is not None:
-                    await self._add_federated(kind, result, identity, enabled)
-            return result
+            # The SDK runs handlers in tasks of its own: their database calls are the tenant's too.
+            with db_turns_for(owner=identity.tenant_id):
+                return await self._guarded(ctx, call_next, identity)
         except Exception as error:
             raise as_mcp_error(error) from error
+
+    async def _guarded(
+        self, ctx: ServerRequestContext[Any, Any], call_next: CallNext, identity: Identity
+    ) -> HandlerResult:
+        enabled = await self._enabled(identity)
+        params = ctx.params if isinstance(ctx.params, dict) else {}
+        federated: FederatedItem | None = None
+        if ctx.method == "tools/call":
+            # A tool task's own call was counted when the task started (the extension's layer).
+            counted = TOOL_TASK_SCOPE_KEY not in getattr(ctx.request, "scope", {})
+            federated = await self._check_call(params, identity, enabled, ctx.request, counted=counted)
+        elif ctx.method == "resources/read":
+            uri = str(params.get("uri", ""))
+            toolset = self.registry.toolset_of_resource(uri)
+            self._check_owned(toolset, enabled, UNKNOWN_RESOURCE)
+            if toolset is None:
+                federated = await self._federated(identity, enabled, "resource", uri)
+            # Counted before the scope check (unlike a tool call): as when resources checked
+            # their own scope.
+            await rate_limit_call(identity=identity, scope=RateLimitScope.RESOURCE, target=uri)
+            if federated is not None:
+                _check_scopes(federated.scopes, identity)
+            else:
+                await self._check_read(uri, identity)
+        elif ctx.method == "resources/subscribe":
+            # As for reading it, without counting a read: the toolset on, the scopes held.
+            uri = str(params.get("uri", ""))
+            toolset = self.registry.toolset_of_resource(uri)
+            self._check_owned(toolset, enabled, UNKNOWN_RESOURCE)
+            if toolset is not None:
+                await self._check_read(uri, identity)
+        elif ctx.method == "prompts/get":
+            name = str(params.get("name", ""))
+            toolset = self.registry.toolset_of_prompt(name)
+            self._check_owned(toolset, enabled, UNKNOWN_PROMPT)
+            if toolset is None:
+                federated = await self._federated(identity, enabled, "prompt", name)
+                if federated is not None:
+                    _check_scopes(federated.scopes, identity)
+                elif name not in await self._prompt_names():
+                    # The SDK's own refusal of an unknown prompt is a bare ValueError (-32603).
+                    raise InvalidInput(f"{UNKNOWN_PROMPT}: {name}", data={"prompt": name})
+        if federated is not None:
+            return await federated.federation.forward(
+                item=federated, identity=identity, params=params, ctx=ctx
+            )
+        # For a static resource's function, which the SDK gives no Context (``identity``).
+        token = current_request_set(request=ctx.request)
+        try:
+            result = await call_next(ctx)
+        finally:
+            current_request_reset(token=token)
+        if isinstance(result, dict):
+            self._filter_listing(ctx.method, result, identity, enabled)
+            kind = LIST_METHODS.get(ctx.method)
+            if kind is not None:
+                await self._add_federated(kind, result, identity, enabled)
+        return result
 
     async def _federated(
         self, identity: Identity, enabled: frozenset[str], kind: Kind, name: str

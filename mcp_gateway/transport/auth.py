@@ -16,6 +16,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from core.asgi_http import request_header, send_json
 from core.cors import origin_allowed
+from core.db_turns import db_turns_for
 from core.errors import AuthenticationFailed
 from core.identity import Identity
 from core.models import AuditAction
@@ -109,7 +110,8 @@ class McpAuthMiddleware:
                 ],
             )
             return
-        await self.app({**scope, IDENTITY_KEY: identity, LIVE_SESSION_KEY: session}, receive, send)
+        with db_turns_for(owner=identity.tenant_id):
+            await self.app({**scope, IDENTITY_KEY: identity, LIVE_SESSION_KEY: session}, receive, send)
 
     @staticmethod
     async def _authenticate(scope: Scope) -> tuple[Identity, LiveSession | None]:

@@ -117,7 +117,7 @@ async def test_every_call_of_a_session_is_in_usage_and_the_totals_are_their_sum(
     assert total["prompt_tokens"] == sum(r.prompt_tokens for r in records)
     assert total["completion_tokens"] == sum(r.completion_tokens for r in records)
     assert total["total_tokens"] == sum(r.total_tokens for r in records)
-    assert total["cost"] == pytest.approx(float(sum((r.cost for r in records), Decimal(0))))
+    assert total["cost"] == pytest.approx(float(sum((r.cost or Decimal(0) for r in records), Decimal(0))))
     assert {row["feature"]: row["calls"] for row in report.json()["by_feature"]} == CALLS
     assert sum(row["calls"] for row in report.json()["by_day"]) == len(records)
     for feature, calls in CALLS.items():
