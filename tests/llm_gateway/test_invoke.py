@@ -4,6 +4,7 @@ the prompt nor a key."""
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from typing import Any
 
@@ -13,6 +14,7 @@ from core.errors import BudgetExceeded, NotReady, UpstreamRateLimited, UpstreamR
 from language_models.models import LlmBudget, LlmUsage, UsageOutcome
 from llm_gateway.invoke import llm_gateway_invoke
 from llm_gateway.metrics import GATEWAY_CALLS, GATEWAY_COST, GATEWAY_DURATION, GATEWAY_TOKENS
+from llm_gateway.tool_loop import ToolAnswer
 from tests.llm_gateway.conftest import HEADER_KEY, STORED_KEY, invoke_request
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -199,3 +201,51 @@ async def test_a_header_key_is_used_and_found_in_no_usage_row(caller, stored_ope
     assert usage.key_source == "header"
     rows = [row async for row in LlmUsage.objects.values()]
     assert HEADER_KEY not in repr(rows)
+
+
+async def test_a_call_with_tools_logs_the_seeds_events_without_the_tools_arguments(
+    caller, stored_openai, llm_script, caplog
+):
+    """The seed's events, as structured log lines: the tools bound, each round's tool calls, each
+    tool's start and its end or error, and a structured answer asked for."""
+    llm_script(
+        {
+            "gateway": [
+                {"toolCalls": [{"name": "whoami", "arguments": {"note": "argument-marker"}}]},
+                {"toolCalls": [{"name": "whoami", "arguments": {}}]},
+                '{"who": "the caller"}',
+            ]
+        }
+    )
+    answers = iter([ToolAnswer(outcome="ok", text="you"), ToolAnswer(outcome="error", text="x", message="x")])
+
+    async def run(name: str, arguments: dict[str, Any]) -> ToolAnswer:
+        return next(answers)
+
+    schema = {"type": "object", "properties": {"who": {"type": "string"}}, "required": ["who"]}
+    request = invoke_request(mcp={"tools": ["whoami"]}, response_schema=schema)
+    # whoami is in the account toolset, for mcp:read.
+    reader = dataclasses.replace(caller, scopes=caller.scopes | {"mcp:read"})
+    with caplog.at_level(logging.INFO, logger="gatehouse"):
+        response = await llm_gateway_invoke(
+            identity=reader, request=request, header_key=None, channel="api", run_tool=run
+        )
+
+    assert response.output == {"who": "the caller"}
+    assert [(c.name, c.outcome) for c in response.tool_calls or []] == [("whoami", "ok"), ("whoami", "error")]
+    logged = [r for r in caplog.records if r.name == "gatehouse.llm_gateway"]
+    events = [getattr(r, "event", None) for r in logged]
+    for event in (
+        "structured_output_requested",
+        "tools_bound",
+        "model_tool_calls_detected",
+        "tool_execution_started",
+        "tool_execution_finished",
+        "tool_execution_error",
+    ):
+        assert event in events, events
+    bound = next(r for r in logged if getattr(r, "event", None) == "tools_bound")
+    assert (bound.tools, bound.tenant) == (["whoami"], caller.tenant_slug)
+    failed = next(r for r in logged if getattr(r, "event", None) == "tool_execution_error")
+    assert (failed.tool, failed.outcome) == ("whoami", "error")
+    assert "argument-marker" not in caplog.text + repr([r.__dict__ for r in logged])

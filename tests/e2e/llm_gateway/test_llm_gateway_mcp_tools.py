@@ -133,6 +133,12 @@ async def test_a_token_without_the_write_scope_cannot_bind_a_write_tool(gateway_
         )
     assert too_many["details"]["field"] == "mcp.tools"
     assert await LlmUsage.objects.filter(tenant=own.tenant).acount() == 0
+    # A viewer's token, even one that asked for every scope: the role keeps neither the model nor
+    # a write tool.
+    bob = api_token(committed, gateway_server, username="bob", scope="llm:invoke mcp:read mcp:write")
+    async with api_client(gateway_server, bob) as http:
+        refused = await http.post(INVOKE, json=invoke_body(mcp={"tools": ["execute_command"]}))
+    assert_error(refused, status=403, code="insufficient_scope")
 
 
 async def test_the_mcp_tool_binds_tools_within_its_own_request(
