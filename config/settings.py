@@ -503,6 +503,8 @@ GATEHOUSE: dict[str, Any] = {
         "authorize": env_rate("RATE_LIMIT_AUTHORIZE", default="10/minute"),
         "login": env_rate("RATE_LIMIT_LOGIN", default="5/minute"),
         "register": env_rate("RATE_LIMIT_REGISTER", default="10/hour"),
+        # Per address and per email address asked for: each meets the limit alone.
+        "password_reset": env_rate("RATE_LIMIT_PASSWORD_RESET", default="5/hour"),
         # Every model call of every feature (language_models.governed), per person and feature: an
         # ask_question makes up to six, so this leaves room for ten questions a minute.
         "model": env_rate("RATE_LIMIT_MODEL", default="60/minute"),

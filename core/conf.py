@@ -19,8 +19,9 @@ variable's value:
   (``core.models.RateLimitScope`` and ``tool_expensive``): ``tool`` from ``RATE_LIMIT_TOOL``,
   ``tool_expensive`` from ``RATE_LIMIT_TOOL_EXPENSIVE``, ``resource`` from
   ``RATE_LIMIT_RESOURCE_READ``, ``authorize`` from ``RATE_LIMIT_AUTHORIZE``, ``login`` from
-  ``RATE_LIMIT_LOGIN``, ``register`` from ``RATE_LIMIT_REGISTER``, ``model`` from
-  ``RATE_LIMIT_MODEL``; a value of ``None`` is no limit.
+  ``RATE_LIMIT_LOGIN``, ``register`` from ``RATE_LIMIT_REGISTER``, ``password_reset`` from
+  ``RATE_LIMIT_PASSWORD_RESET``, ``model`` from ``RATE_LIMIT_MODEL``; a value of ``None`` is no
+  limit.
 
 Defaults: ``config/settings.py`` holds them, beside the environment read they default, and only
 there; this module has none, so a key missing from ``GATEHOUSE`` is an error rather than a second

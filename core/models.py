@@ -39,6 +39,15 @@ class AuditAction(models.TextChoices):
     WORKFLOW_COMMAND = "workflow.command", "Workflow command run"
     LLM_INVOKED = "llm.invoked", "Language model called (LLM gateway)"
     MODEL_CALLED = "model.called", "Model call (any feature)"
+    # People and their access, managed by the tenant: sign-in's own rows are LOGIN_*.
+    PASSWORD_RESET_REQUESTED = "password.reset_requested", "Password reset requested"
+    PASSWORD_RESET = "password.reset", "Password reset"
+    INVITATION_SENT = "invitation.sent", "Invitation sent"
+    INVITATION_ACCEPTED = "invitation.accepted", "Invitation accepted"
+    INVITATION_REVOKED = "invitation.revoked", "Invitation revoked"
+    MEMBER_ROLE_CHANGED = "member.role_changed", "Member's role changed"
+    MEMBER_REMOVED = "member.removed", "Member removed"
+    ACCESS_ENDED = "access.ended", "A person's sessions and tokens ended"
 
 
 class AuditOutcome(models.TextChoices):
@@ -103,6 +112,7 @@ class RateLimitScope(models.TextChoices):
     LOGIN = "login", "Login attempts (per IP and username)"
     REGISTER = "register", "Client registration (per IP)"
     MODEL = "model", "Model calls (per user and feature)"
+    PASSWORD_RESET = "password_reset", "Password reset requests (per IP and address)"
 
 
 class RateLimitRule(models.Model):

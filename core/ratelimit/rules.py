@@ -9,7 +9,9 @@ from core.conf import gatehouse_settings
 from core.models import RateLimitScope
 
 # Counted per client address before anyone has signed in, so there is no tenant or target to match.
-PER_IP_SCOPES = frozenset({RateLimitScope.AUTHORIZE, RateLimitScope.LOGIN, RateLimitScope.REGISTER})
+PER_IP_SCOPES = frozenset(
+    {RateLimitScope.AUTHORIZE, RateLimitScope.LOGIN, RateLimitScope.REGISTER, RateLimitScope.PASSWORD_RESET}
+)
 
 PER_IP_NO_TENANT = "The {scope} limit counts requests per client address, before sign-in: leave tenant blank."
 PER_IP_NO_TARGET = "The {scope} limit has no target; targets are for tool and resource limits."
