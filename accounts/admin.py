@@ -4,6 +4,7 @@ from django.contrib import admin
 from django.contrib.auth.admin import UserAdmin as BaseUserAdmin
 
 from accounts.models import Membership, Tenant, User
+from accounts.sign_in import admin as sign_in_admin  # noqa: F401  (registers its admin)
 
 
 class MembershipInline(admin.TabularInline):

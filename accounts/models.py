@@ -44,3 +44,73 @@ class Membership(models.Model):
 
     def __str__(self) -> str:
         return f"{self.user} in {self.tenant} ({self.role})"
+
+
+ROLE_MAP_HELP = (
+    "One line per value: the claim's value, '=', then admin, contributor or viewer (for example "
+    "'gatehouse-admins = admin'). A person with several mapped values gets the highest role."
+)
+
+
+class IdentityProvider(models.Model):
+    """A tenant's OpenID Connect provider: its people sign in through it (``accounts.sign_in``).
+
+    Found by the issuer's discovery document; the client secret is stored Fernet-encrypted only.
+    Each sign-in maps the person's claims to their role in the tenant anew.
+    """
+
+    tenant = models.OneToOneField(Tenant, on_delete=models.CASCADE, related_name="identity_provider")
+    name = models.CharField(max_length=100, help_text="Shown as 'Sign in with <name>'.")
+    issuer = models.URLField(
+        max_length=500,
+        help_text="The provider's issuer URL; discovery is at <issuer>/.well-known/openid-configuration.",
+    )
+    client_id = models.CharField(max_length=255)
+    client_secret_encrypted = models.TextField(blank=True, editable=False)
+    email_domains = models.JSONField(
+        default=list, blank=True, help_text="The email domains whose people the sign-in page sends here."
+    )
+    role_claim = models.CharField(
+        max_length=100,
+        default="groups",
+        help_text="The claim whose values map to roles (a list or a string).",
+    )
+    role_map = models.JSONField(default=dict, blank=True, help_text=ROLE_MAP_HELP)
+    default_role = models.CharField(
+        max_length=20,
+        choices=Role.choices,
+        blank=True,
+        help_text="The role of a person none of whose values is mapped; blank: they cannot sign in.",
+    )
+    required = models.BooleanField(
+        default=False, help_text="The tenant's members sign in through this provider only, never by password."
+    )
+    enabled = models.BooleanField(default=True)
+    created = models.DateTimeField(auto_now_add=True)
+    updated = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["tenant__slug"]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.tenant})"
+
+
+class ExternalIdentity(models.Model):
+    """Which person a provider's subject is: linked once, by the subject, never by an email alone."""
+
+    provider = models.ForeignKey(IdentityProvider, on_delete=models.CASCADE, related_name="identities")
+    subject = models.CharField(max_length=255)
+    user = models.ForeignKey(User, on_delete=models.CASCADE, related_name="external_identities")
+    email = models.EmailField(blank=True, help_text="As the provider last asserted it.")
+    created = models.DateTimeField(auto_now_add=True)
+    last_signed_in = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["provider", "subject"]
+        constraints = [
+            models.UniqueConstraint(fields=["provider", "subject"], name="external_identity_unique_subject"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.subject} at {self.provider.name} ({self.user})"

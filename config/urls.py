@@ -35,6 +35,7 @@ urlpatterns = [
     path("", include((oauth2_urlpatterns, "oauth2_provider"))),
     path("accounts/login/", LoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("accounts/sso/", include("portal.sign_in_urls")),
     path("accounts/", include("portal.urls")),
     path("conversations/", include("portal.conversation_urls")),
     path("research/", include("portal.research_urls")),

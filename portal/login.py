@@ -10,12 +10,14 @@ from django.contrib import admin, messages
 from django.contrib.admin.forms import AdminAuthenticationForm
 from django.contrib.auth import views as auth_views
 from django.contrib.auth.forms import AuthenticationForm
+from django.core.exceptions import ValidationError
 from django.http import HttpRequest, HttpResponse, HttpResponseBase, HttpResponseRedirect
 from django.urls import reverse
 from django.utils.translation import gettext_lazy as _
 from oauth2_provider.models import Application
 
 from accounts.models import User
+from accounts.selectors import identity_provider_required_for
 from core.audit.trail import audit_record
 from core.errors import RateLimited
 from core.models import AuditAction, AuditOutcome, RateLimitScope
@@ -24,6 +26,29 @@ from oauth.parameter_guard import request_unsafe_parameter
 from oauth.selectors import application_find
 
 LOGIN_THROTTLED = "Too many sign-in attempts. Wait {seconds} seconds, then try again."
+PROVIDER_REQUIRED = "{tenant} signs its people in through {provider}: use “Sign in with your organisation”."
+
+
+class _ProviderRequired:
+    """A tenant that requires its identity provider refuses its members' passwords (operators,
+    who stand outside any tenant's policy, keep theirs)."""
+
+    def confirm_login_allowed(self, user: User) -> None:
+        super().confirm_login_allowed(user)  # type: ignore[misc]
+        provider = None if user.is_superuser else identity_provider_required_for(user=user)
+        if provider is not None:
+            raise ValidationError(
+                PROVIDER_REQUIRED.format(tenant=provider.tenant.name, provider=provider.name),
+                code="identity_provider_required",
+            )
+
+
+class PasswordSignInForm(_ProviderRequired, AuthenticationForm):
+    pass
+
+
+class AdminPasswordSignInForm(_ProviderRequired, AdminAuthenticationForm):
+    pass
 
 
 def login_throttle_key(*, ip: str, username: str) -> str:
@@ -33,6 +58,8 @@ def login_throttle_key(*, ip: str, username: str) -> str:
 
 
 class LoginView(auth_views.LoginView):
+    authentication_form: type[AuthenticationForm] = PasswordSignInForm
+
     def dispatch(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
         # A NUL or invalid UTF-8 in the username, the password or ``next`` would fail the first
         # lookup with a 500; the form says what is wrong instead (oauth.parameter_guard).
@@ -109,7 +136,7 @@ class AdminLoginView(LoginView):
     """What ``AdminSite.login`` does, on the throttled and audited view."""
 
     template_name = "admin/login.html"
-    authentication_form = AdminAuthenticationForm
+    authentication_form = AdminPasswordSignInForm
 
     def dispatch(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
         if request.method == "GET" and admin.site.has_permission(request):
