@@ -274,6 +274,37 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
 
+# Email (password reset links, portal.password_reset), through Django's own backends: SMTP when
+# EMAIL_HOST names a mail server; without one, on a loopback PUBLIC_URL (`make run`), each message
+# is printed on the console, and anywhere else it goes to Django's default, an SMTP server on
+# localhost:25. EMAIL_BACKEND overrides the choice (the end-to-end servers write files:
+# django.core.mail.backends.filebased.EmailBackend with EMAIL_FILE_PATH).
+_email_host = env_optional("EMAIL_HOST")
+EMAIL_BACKEND = env_str(
+    "EMAIL_BACKEND",
+    default="django.core.mail.backends.console.EmailBackend"
+    if _email_host is None and is_loopback_host(_public_host, allow_localhost_name=True)
+    else "django.core.mail.backends.smtp.EmailBackend",
+)
+EMAIL_HOST = _email_host or "localhost"
+# A mail server named by EMAIL_HOST is another machine: STARTTLS on the submission port by default.
+EMAIL_USE_TLS = env_bool("EMAIL_USE_TLS", default=_email_host is not None)
+EMAIL_PORT = env_int("EMAIL_PORT", default=587 if EMAIL_USE_TLS else 25, minimum=1)
+EMAIL_HOST_USER = env_optional("EMAIL_HOST_USER") or ""
+EMAIL_HOST_PASSWORD = env_optional("EMAIL_HOST_PASSWORD") or ""
+if EMAIL_HOST_PASSWORD and not EMAIL_USE_TLS and not is_loopback_host(EMAIL_HOST, allow_localhost_name=True):
+    raise ImproperlyConfigured(
+        "EMAIL_HOST_PASSWORD would cross the network in clear: set EMAIL_USE_TLS=true."
+    )
+# Django waits for ever on a mail server that does not answer, holding the request's thread.
+EMAIL_TIMEOUT = env_int("EMAIL_TIMEOUT", default=10, minimum=1)
+EMAIL_FILE_PATH = env_optional("EMAIL_FILE_PATH")
+if EMAIL_BACKEND == "django.core.mail.backends.filebased.EmailBackend" and EMAIL_FILE_PATH is None:
+    raise ImproperlyConfigured("EMAIL_BACKEND writes files: set EMAIL_FILE_PATH to their directory.")
+DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", default=f"Gatehouse <noreply@{_public_host}>")
+# A reset link works once, and for this many seconds (Django's token generator).
+PASSWORD_RESET_TIMEOUT = env_int("PASSWORD_RESET_TIMEOUT", default=3600, minimum=60)
+
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
 USE_I18N = True

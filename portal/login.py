@@ -109,6 +109,16 @@ class LoginView(auth_views.LoginView):
         )
         return response
 
+    def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
+        context = super().get_context_data(**kwargs)
+        form = context.get("form")
+        errors = form.errors.as_data().get("__all__", []) if form is not None and form.is_bound else []
+        # Said as it is: the generic "did not match" would send the person to reset a password.
+        context["provider_required"] = next(
+            (" ".join(e.messages) for e in errors if e.code == "identity_provider_required"), ""
+        )
+        return context
+
     def form_invalid(self, form: AuthenticationForm) -> HttpResponse:
         username = str(form.data.get("username", ""))[:150]
         audit_record(

@@ -8,6 +8,8 @@ is a page saying why, never a 500.
 
 from __future__ import annotations
 
+from urllib.parse import urlencode
+
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth import login
@@ -60,7 +62,15 @@ def sign_in_by_email(request: HttpRequest) -> HttpResponse:
     if provider is None:
         messages.error(request, NO_PROVIDER_FOR_DOMAIN.format(domain=email.rpartition("@")[2]))
         return HttpResponseRedirect(login_page)
-    return _start(request, provider=provider, next_url=next_url)
+    # A page that goes on by itself, not a redirect: Chromium holds every redirect after a form's
+    # submission to the sign-in page's form-action ('self'), and the provider is elsewhere.
+    query = urlencode({"next": _next(request, next_url)})
+    continue_url = f"{reverse('sign-in-tenant', args=[provider.tenant.slug])}?{query}"
+    return render(
+        request,
+        "accounts/sign_in_continue.html",
+        {"provider_name": provider.name, "continue_url": continue_url},
+    )
 
 
 @require_GET

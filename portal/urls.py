@@ -1,8 +1,9 @@
 from __future__ import annotations
 
+from django.contrib.auth import views as auth_views
 from django.urls import path
 
-from portal import service_clients, views
+from portal import password_reset, service_clients, views
 
 # The namespace keeps the name of the URL prefix these pages have always had (/accounts/...).
 app_name = "accounts"
@@ -16,4 +17,16 @@ urlpatterns = [
     path("service-clients/", service_clients.service_client_page, name="service-clients"),
     path("service-clients/create/", service_clients.service_client_add, name="service-client-create"),
     path("service-clients/delete/", service_clients.service_client_remove, name="service-client-delete"),
+    path("password-reset/", password_reset.PasswordResetView.as_view(), name="password-reset"),
+    path("password-reset/sent/", password_reset.PasswordResetDoneView.as_view(), name="password-reset-done"),
+    path(
+        "password-reset/complete/",
+        auth_views.PasswordResetCompleteView.as_view(),
+        name="password-reset-complete",
+    ),
+    path(
+        "password-reset/<uidb64>/<token>/",
+        password_reset.PasswordResetConfirmView.as_view(),
+        name="password-reset-confirm",
+    ),
 ]

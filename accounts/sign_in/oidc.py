@@ -4,8 +4,9 @@ Authlib does the protocol: the provider's discovery document, PKCE (S256), ``sta
 kept in the person's session, the code exchanged with the client secret, and the ID token checked
 (signature against the provider's JWKS, fetched again when a key is unknown; issuer, audience,
 expiry, nonce). Here: one client per provider's configuration, the issuer the discovery document
-names held to the configured one (a provider cannot speak for another), and the claims the role
-map reads taken from the UserInfo endpoint when the ID token leaves them out.
+names held to the configured one (a provider cannot speak for another), the role claim's scope
+asked for when the provider offers one of that name, and the claims the role map reads taken from
+the UserInfo endpoint when the ID token leaves them out.
 
 What the flow must remember across the redirect (which provider, where to go next) is kept in the
 session under the flow's ``state``, beside Authlib's own data; both are used once.
@@ -90,7 +91,11 @@ def sign_in_start(
 ) -> HttpResponseRedirect:
     """The redirect to the provider's authorization endpoint, the flow remembered in the session."""
     client = _client(provider)
-    _metadata(client, provider)
+    metadata = _metadata(client, provider)
+    # Some providers send groups only when asked for by a scope of that name (Okta's "groups").
+    claim_scope = provider.role_claim.split(".", 1)[0]
+    if claim_scope in (metadata.get("scopes_supported") or []):
+        client.client_kwargs["scope"] = f"{SCOPES} {claim_scope}"
     try:
         response = client.authorize_redirect(request, redirect_uri, nonce=secrets.token_urlsafe(24))
     except RequestException as error:

@@ -109,7 +109,9 @@ def required(tenant) -> IdentityProvider:
 
 
 def test_a_member_of_a_tenant_that_requires_its_provider_cannot_use_a_password(client, tenant, required):
-    member = MembershipFactory(user=UserFactory(username="ada"), tenant=tenant, role=Role.ADMIN).user
+    member = MembershipFactory.create(
+        user=UserFactory.create(username="ada"), tenant=tenant, role=Role.ADMIN
+    ).user
 
     response = client.post("/accounts/login/", {"username": "ada", "password": DEFAULT_PASSWORD})
 
@@ -117,6 +119,8 @@ def test_a_member_of_a_tenant_that_requires_its_provider_cannot_use_a_password(c
     assert response.context["form"].errors["__all__"] == [
         PROVIDER_REQUIRED.format(tenant=tenant.name, provider="Acme SSO")
     ]
+    assert PROVIDER_REQUIRED.format(tenant=tenant.name, provider="Acme SSO") in response.content.decode()
+    assert "did not match" not in response.content.decode()
     assert "_auth_user_id" not in client.session
     required.required = False
     required.save()
@@ -127,7 +131,7 @@ def test_a_member_of_a_tenant_that_requires_its_provider_cannot_use_a_password(c
 
 
 def test_an_operator_keeps_their_password(client, tenant, required):
-    operator = UserFactory(username="root", is_staff=True, is_superuser=True)
-    MembershipFactory(user=operator, tenant=tenant, role=Role.ADMIN)
+    operator = UserFactory.create(username="root", is_staff=True, is_superuser=True)
+    MembershipFactory.create(user=operator, tenant=tenant, role=Role.ADMIN)
     response = client.post("/admin/login/", {"username": "root", "password": DEFAULT_PASSWORD})
     assert response.status_code == 302

@@ -128,8 +128,10 @@ def test_the_subject_not_the_email_is_the_person(provider):
 
 
 def test_a_verified_email_of_the_providers_domain_links_the_tenants_own_account(provider):
-    existing = MembershipFactory(
-        user=UserFactory(username="ada", email="Ada@acme.test"), tenant=provider.tenant, role=Role.CONTRIBUTOR
+    existing = MembershipFactory.create(
+        user=UserFactory.create(username="ada", email="Ada@acme.test"),
+        tenant=provider.tenant,
+        role=Role.CONTRIBUTOR,
     ).user
     signed = person_sign_in(provider_id=provider.pk, claims=_claims(groups=["gh-builders"]))
     assert signed.user == existing
@@ -141,7 +143,7 @@ def test_a_verified_email_of_the_providers_domain_links_the_tenants_own_account(
     "case", ["unverified", "verified as a string", "other domain", "member elsewhere", "two accounts"]
 )
 def test_an_email_links_nothing_another_could_own(provider, case):
-    user = UserFactory(username="ada", email="ada@acme.test")
+    user = UserFactory.create(username="ada", email="ada@acme.test")
     claims = _claims()
     if case == "unverified":
         claims["email_verified"] = False
@@ -152,9 +154,9 @@ def test_an_email_links_nothing_another_could_own(provider, case):
         user.save()
         claims["email"] = "ada@elsewhere.test"
     elif case == "member elsewhere":
-        MembershipFactory(user=user, tenant=TenantFactory(slug="another"), role=Role.ADMIN)
+        MembershipFactory.create(user=user, tenant=TenantFactory.create(slug="another"), role=Role.ADMIN)
     else:
-        UserFactory(username="ada-2", email="ADA@acme.test")
+        UserFactory.create(username="ada-2", email="ADA@acme.test")
     signed = person_sign_in(provider_id=provider.pk, claims=claims)
     assert signed.user != user
     assert signed.created

@@ -19,7 +19,7 @@ from django.utils import timezone
 from django_tasks_db.models import DBTaskResult
 from oauth2_provider.models import Application, get_id_token_model
 
-from accounts.models import Membership, Tenant, User
+from accounts.models import IdentityProvider, Membership, Tenant, User
 from conversations.models import Conversation, SessionBinding, Turn
 from core.models import AuditEvent, RateLimitRule
 from data_agent.models import AgentPreference, Dataset, DataSource, Ontology
@@ -99,6 +99,9 @@ MAKERS: dict[type[Model], Callable[[], Model]] = {
     User: lambda: UserFactory.create(),
     Tenant: lambda: TenantFactory.create(),
     Membership: lambda: MembershipFactory.create(),
+    IdentityProvider: lambda: IdentityProvider.objects.create(
+        tenant=TenantFactory.create(), name="SSO", issuer="https://sso.example.test", client_id="gatehouse"
+    ),
     Application: lambda: ApplicationFactory.create(),
     AccessToken: lambda: AccessTokenFactory.create(),
     RefreshToken: lambda: RefreshTokenFactory.create(),

@@ -118,6 +118,9 @@ class DaphneServer:
         self.public_url = public_url or self.base_url
         self.resource_url = f"{self.public_url}/mcp"
         self.log_path = log_path
+        # Where the server's email goes, as files (Django's filebased backend) a test reads
+        # (tests/e2e/browser/test_password_reset_page.py).
+        self.mail_dir = log_path.parent / "mail"
         self.env = {
             **os.environ,
             "DATABASE_URL": database_url,
@@ -152,6 +155,8 @@ class DaphneServer:
             "AUDIT_REFUSAL_WINDOW_SECONDS": "0",
             # Audit rows the database cannot take wait here (core.audit.spool), not in the checkout.
             "AUDIT_SPOOL_DIR": str(log_path.parent / "audit-spool"),
+            "EMAIL_BACKEND": "django.core.mail.backends.filebased.EmailBackend",
+            "EMAIL_FILE_PATH": str(self.mail_dir),
             **(extra_env or {}),
         }
         self.process: subprocess.Popen[bytes] | None = None

@@ -31,13 +31,13 @@ def _signed_in_browser(user: User) -> Client:
 
 
 def test_everything_the_person_holds_ends_and_nobody_elses(capsys):
-    ada = MembershipFactory(user=UserFactory(username="ada"))
-    bob = MembershipFactory(user=UserFactory(username="bob"), tenant=ada.tenant)
-    RefreshTokenFactory(access_token=AccessTokenFactory(membership=ada))
-    AccessTokenFactory(membership=MembershipFactory(user=ada.user))
-    McpSessionFactory(user=ada.user, tenant=ada.tenant)
-    bobs_token = AccessTokenFactory(membership=bob)
-    bobs_session = McpSessionFactory(user=bob.user, tenant=bob.tenant)
+    ada = MembershipFactory.create(user=UserFactory.create(username="ada"))
+    bob = MembershipFactory.create(user=UserFactory.create(username="bob"), tenant=ada.tenant)
+    RefreshTokenFactory.create(access_token=AccessTokenFactory.create(membership=ada))
+    AccessTokenFactory.create(membership=MembershipFactory.create(user=ada.user))
+    McpSessionFactory.create(user=ada.user, tenant=ada.tenant)
+    bobs_token = AccessTokenFactory.create(membership=bob)
+    bobs_session = McpSessionFactory.create(user=bob.user, tenant=bob.tenant)
     adas_browser, bobs_browser = _signed_in_browser(ada.user), _signed_in_browser(bob.user)
 
     call_command("end_access", "ada", "--deactivate")
@@ -59,7 +59,7 @@ def test_everything_the_person_holds_ends_and_nobody_elses(capsys):
 
 
 def test_without_deactivate_the_account_stays_and_a_second_run_ends_nothing(capsys):
-    UserFactory(username="ada")
+    UserFactory.create(username="ada")
     call_command("end_access", "ada")
     call_command("end_access", "ada")
     assert capsys.readouterr().out.strip().splitlines()[-1] == (
