@@ -2,8 +2,11 @@ from __future__ import annotations
 
 from django.contrib import admin
 from django.contrib.auth.admin import UserAdmin as BaseUserAdmin
+from django.http import HttpRequest
+from django.utils import timezone
 
-from accounts.models import Membership, Tenant, User
+from accounts.invitations.selectors import invitation_state
+from accounts.models import Invitation, Membership, Tenant, User
 from accounts.sign_in import admin as sign_in_admin  # noqa: F401  (registers its admin)
 
 
@@ -40,3 +43,39 @@ class MembershipAdmin(admin.ModelAdmin):
     list_select_related = ["user", "tenant"]
     search_fields = ["user__username", "user__email", "tenant__slug", "tenant__name"]
     autocomplete_fields = ["user", "tenant"]
+
+
+INVITATION_FIELDS = (
+    "tenant",
+    "email",
+    "role",
+    "invited_by",
+    "created",
+    "expires",
+    "accepted_at",
+    "accepted_by",
+    "revoked_at",
+)
+
+
+@admin.register(Invitation)
+class InvitationAdmin(admin.ModelAdmin):
+    """Read-only: an invitation is sent by a tenant admin from the members page (which emails its
+    link); the token's hash is never shown. An operator may delete one, which ends its link."""
+
+    list_display = ["email", "tenant", "role", "state", "invited_by", "created", "expires"]
+    list_filter = ["role", "tenant"]
+    list_select_related = ["tenant", "invited_by"]
+    search_fields = ["email", "tenant__slug", "tenant__name"]
+    fields = INVITATION_FIELDS
+    readonly_fields = INVITATION_FIELDS
+
+    @admin.display(description="State")
+    def state(self, invitation: Invitation) -> str:
+        return invitation_state(invitation=invitation, now=timezone.now()).value
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Invitation | None = None) -> bool:
+        return False

@@ -86,6 +86,12 @@ class IdentityProvider(models.Model):
         default=False, help_text="The tenant's members sign in through this provider only, never by password."
     )
     enabled = models.BooleanField(default=True)
+    accepts_identity_assertions = models.BooleanField(
+        default=False,
+        verbose_name="Accepts identity assertions (ID-JAG)",
+        help_text="MCP clients may exchange this provider's identity assertions for tokens, with no "
+        "consent screen (enterprise-managed authorization).",
+    )
     created = models.DateTimeField(auto_now_add=True)
     updated = models.DateTimeField(auto_now=True)
 
@@ -114,3 +120,41 @@ class ExternalIdentity(models.Model):
 
     def __str__(self) -> str:
         return f"{self.subject} at {self.provider.name} ({self.user})"
+
+
+class Invitation(models.Model):
+    """A tenant admin's invitation of a person, by email, with a role (``accounts.invitations``).
+
+    Only the SHA-256 of the link's token is stored: the token itself is in the email alone. One
+    invitation per tenant and address is open (neither accepted nor revoked) at a time; inviting
+    the address again revokes the open one and sends a new link.
+    """
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="invitations")
+    email = models.EmailField(help_text="Lower-cased; the account that accepts must have this address.")
+    role = models.CharField(max_length=20, choices=Role.choices)
+    invited_by = models.ForeignKey(
+        User, on_delete=models.SET_NULL, null=True, blank=True, related_name="invitations_sent"
+    )
+    token_hash = models.CharField(max_length=64, unique=True, editable=False)
+    created = models.DateTimeField(auto_now_add=True)
+    expires = models.DateTimeField()
+    accepted_at = models.DateTimeField(null=True, blank=True)
+    accepted_by = models.ForeignKey(
+        User, on_delete=models.SET_NULL, null=True, blank=True, related_name="invitations_accepted"
+    )
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["tenant__slug", "-created"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["tenant", "email"],
+                condition=models.Q(accepted_at__isnull=True, revoked_at__isnull=True),
+                name="invitation_one_open_per_tenant_email",
+            ),
+        ]
+        indexes = [models.Index(fields=["tenant", "created"], name="invitation_tenant_created")]
+
+    def __str__(self) -> str:
+        return f"{self.email} to {self.tenant} ({self.role})"

@@ -304,6 +304,8 @@ if EMAIL_BACKEND == "django.core.mail.backends.filebased.EmailBackend" and EMAIL
 DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", default=f"Gatehouse <noreply@{_public_host}>")
 # A reset link works once, and for this many seconds (Django's token generator).
 PASSWORD_RESET_TIMEOUT = env_int("PASSWORD_RESET_TIMEOUT", default=3600, minimum=60)
+# A tenant admin's invitation link works once, and for this many days (accounts.invitations).
+INVITATION_VALID_DAYS = env_int("INVITATION_VALID_DAYS", default=7, minimum=1)
 
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
@@ -385,7 +387,14 @@ OAUTH2_PROVIDER = {
     "ALLOW_LOCALHOST_LOOPBACK": True,
     "ALLOWED_REDIRECT_URI_SCHEMES": ["https", "http"],
     "OAUTH2_RESPONSE_TYPES_SUPPORTED": ["code"],
-    "OAUTH2_GRANT_TYPES_SUPPORTED": ["authorization_code", "refresh_token", "client_credentials"],
+    "OAUTH2_GRANT_TYPES_SUPPORTED": [
+        "authorization_code",
+        "refresh_token",
+        "client_credentials",
+        # Identity assertions (ID-JAG) of a tenant's identity provider (oauth.identity_assertion).
+        "urn:ietf:params:oauth:grant-type:jwt-bearer",
+    ],
+    "OAUTH2_SERVER_CLASS": "oauth.identity_assertion.server.GatehouseServer",
     "OAUTH2_TOKEN_ENDPOINT_AUTH_METHODS_SUPPORTED": ["none", "client_secret_post", "client_secret_basic"],
     # MCP clients such as Claude register anonymously (RFC 7591) or present a client ID
     # metadata document; both are open, and consent is what protects the user.

@@ -130,3 +130,17 @@ def text_cleaned(value: str) -> str:
         ):
             kept.append(char)
     return "".join(kept)
+
+
+# Control, format (bidi controls, zero-width spaces), surrogate, private-use and unassigned
+# characters, and the line and paragraph separators: nothing a person types in an address or a
+# name, and what makes one only look like another.
+_INVISIBLE_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"})
+
+
+def text_invisible_character(value: str) -> str | None:
+    """The first character of ``value`` a reader cannot see (``U+202E``...), as its code, else None."""
+    for char in value:
+        if unicodedata.category(char) in _INVISIBLE_CATEGORIES:
+            return f"U+{ord(char):04X}"
+    return None

@@ -16,12 +16,15 @@ policy (``core.cors``) treats everything under ``/.well-known/`` as public.
 
 from __future__ import annotations
 
+import json
+
 from django.conf import settings
-from django.http import HttpRequest, JsonResponse
+from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.urls import URLPattern, path, re_path
 from django.views.decorators.csrf import csrf_exempt
 from oauth2_provider import views as oauth2_views
 
+from oauth.identity_assertion.grant import ID_JAG_PROFILE
 from oauth.resource import API_SCOPES
 
 API_RESOURCE_NAME = "Gatehouse API"
@@ -48,6 +51,18 @@ class ApiResourceMetadataView(oauth2_views.OAuthProtectedResourceMetadataView):
         return API_RESOURCE_NAME
 
 
+class ServerMetadataView(oauth2_views.OAuthServerMetadataView):
+    """RFC 8414 metadata: DOT's document, saying that identity assertions (ID-JAG) are taken."""
+
+    def get(self, request: HttpRequest, *args: object, **kwargs: object) -> HttpResponse:
+        response: HttpResponse = super().get(request, *args, **kwargs)
+        document = json.loads(response.content)
+        document["authorization_grant_profiles_supported"] = [ID_JAG_PROFILE]
+        # DOT's response, headers and all, with the one field more.
+        response.content = json.dumps(document).encode()
+        return response
+
+
 _resource_path = settings.MCP_PATH.strip("/")
 _api_path = settings.API_PATH.strip("/")
 
@@ -56,12 +71,12 @@ _api_path = settings.API_PATH.strip("/")
 discovery_urlpatterns: list[URLPattern] = [
     path(
         ".well-known/oauth-authorization-server",
-        oauth2_views.OAuthServerMetadataView.as_view(),
+        ServerMetadataView.as_view(),
         name="oauth-server-metadata",
     ),
     path(
         f".well-known/oauth-authorization-server/{_resource_path}",
-        oauth2_views.OAuthServerMetadataView.as_view(),
+        ServerMetadataView.as_view(),
         name="oauth-server-metadata-issuer",
     ),
     path(

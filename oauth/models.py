@@ -144,3 +144,21 @@ class ServiceClient(models.Model):
 
     def __str__(self) -> str:
         return f"{self.application} in {self.tenant}"
+
+
+class IdentityAssertionUse(models.Model):
+    """An identity assertion (ID-JAG) already exchanged: its ``jti``, per issuing provider, kept until
+    the assertion expires, so that each is exchanged once (``oauth.identity_assertion``)."""
+
+    provider = models.ForeignKey("accounts.IdentityProvider", on_delete=models.CASCADE, related_name="+")
+    jti = models.CharField(max_length=255)
+    expires = models.DateTimeField(db_index=True)
+    created = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["provider", "jti"], name="identity_assertion_use_once"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.jti} (provider {self.provider_id})"

@@ -9,7 +9,6 @@ that says how many accounts were found only in its detail, with no user or tenan
 
 from __future__ import annotations
 
-import unicodedata
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -25,6 +24,7 @@ from django.urls import reverse_lazy
 from core.audit.trail import audit_record
 from core.errors import RateLimited
 from core.models import AuditAction, RateLimitScope
+from core.text_safety import text_invisible_character
 from core.throttles import client_address, throttle_check
 from oauth.parameter_guard import request_unsafe_parameter
 
@@ -34,19 +34,14 @@ EMAIL_INVISIBLE_CHARACTER = (
 )
 # Django's PasswordResetForm field; also the most of an address the throttle and the audit keep.
 EMAIL_MAX_LENGTH = 254
-# Control, format (bidi controls, zero-width spaces), surrogate, private-use and unassigned
-# characters, and the line and paragraph separators: nothing a person types in an address.
-_INVISIBLE_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"})
 
 
 def email_visible_validate(value: str) -> None:
     # Django's email validator lets these through in the domain part (it accepts any non-ASCII
     # there, for internationalised names), where they would make an address that only looks right.
-    for char in value:
-        if unicodedata.category(char) in _INVISIBLE_CATEGORIES:
-            raise ValidationError(
-                EMAIL_INVISIBLE_CHARACTER.format(code=f"U+{ord(char):04X}"), code="invisible_character"
-            )
+    code = text_invisible_character(value)
+    if code is not None:
+        raise ValidationError(EMAIL_INVISIBLE_CHARACTER.format(code=code), code="invisible_character")
 
 
 class PasswordResetRequestForm(PasswordResetForm):

@@ -37,6 +37,7 @@ FIELDS = [
     "default_role",
     "required",
     "enabled",
+    "accepts_identity_assertions",
 ]
 
 

@@ -19,7 +19,7 @@ from django.utils import timezone
 from django_tasks_db.models import DBTaskResult
 from oauth2_provider.models import Application, get_id_token_model
 
-from accounts.models import IdentityProvider, Membership, Tenant, User
+from accounts.models import IdentityProvider, Invitation, Membership, Tenant, User
 from conversations.models import Conversation, SessionBinding, Turn
 from core.models import AuditEvent, RateLimitRule
 from data_agent.models import AgentPreference, Dataset, DataSource, Ontology
@@ -101,6 +101,13 @@ MAKERS: dict[type[Model], Callable[[], Model]] = {
     Membership: lambda: MembershipFactory.create(),
     IdentityProvider: lambda: IdentityProvider.objects.create(
         tenant=TenantFactory.create(), name="SSO", issuer="https://sso.example.test", client_id="gatehouse"
+    ),
+    Invitation: lambda: Invitation.objects.create(
+        tenant=TenantFactory.create(),
+        email="ada@example.com",
+        role="viewer",
+        token_hash=uuid.uuid4().hex * 2,
+        expires=timezone.now() + timedelta(days=7),
     ),
     Application: lambda: ApplicationFactory.create(),
     AccessToken: lambda: AccessTokenFactory.create(),

@@ -19,7 +19,7 @@ from django.db.models import Max
 from django.test import override_settings
 from oauth2_provider.models import Application
 
-from accounts.models import IdentityProvider, Membership, Role, Tenant, User
+from accounts.models import IdentityProvider, Invitation, Membership, Role, Tenant, User
 from data_agent.models import AgentPreference
 from language_models.models import LanguageModel
 from mcp_gateway.models import TenantToolset
@@ -399,6 +399,7 @@ def _in_own_thread(work):
 # Jobs (UUID keys, no order to mark) go with their person and tenant; the demo's with the module.
 _CLEANED_MODELS = [
     IdentityProvider,
+    Invitation,
     LibraryPaper,
     Upstream,
     LanguageModel,

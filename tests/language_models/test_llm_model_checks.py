@@ -15,7 +15,6 @@ from urllib.parse import urlencode
 import pytest
 from django.utils.html import escape
 
-from accounts.models import Tenant
 from language_models.admin import KEY_MISSING_NOW
 from language_models.model_checks import (
     LLM_MISSING_KEY,
@@ -31,6 +30,7 @@ from language_models.model_checks import (
 )
 from language_models.models import MODEL_MAX_LENGTH, LanguageModel
 from tests.support.admin_support import admin_url, post_action
+from tests.support.llm_admin_support import model_form
 from tests.support.python_process import python_run
 
 LITELLM_EXAMPLES = "write provider/model, such as openai/gpt-4o-mini"
@@ -260,23 +260,8 @@ def test_preflight_passes_a_custom_model_without_its_key(preflight):
 # The admin form
 
 
-def _form(tenant: Tenant, **overrides: object) -> dict[str, object]:
-    return {
-        "tenant": tenant.pk,
-        "name": "Main",
-        "model": "openai/gpt-4o-mini",
-        "api_key": "",
-        "api_base": "",
-        "is_default": "on",
-        "temperature": "0",
-        "max_output_tokens": "2000",
-        "request_timeout_seconds": "60",
-        **overrides,
-    }
-
-
 def test_the_admin_refuses_a_model_string_with_the_preflight_message(client, operator, tenant):
-    response = client.post(admin_url(LanguageModel, "add"), _form(tenant, model="gpt4"))
+    response = client.post(admin_url(LanguageModel, "add"), model_form(tenant, model="gpt4"))
 
     assert response.status_code == 200
     assert response.context["adminform"].form.errors["model"] == [
@@ -299,7 +284,7 @@ def test_the_admin_refuses_a_model_string_with_the_preflight_message(client, ope
     ],
 )
 def test_the_admin_refuses_hostile_model_strings_as_form_errors(client, operator, tenant, model, error):
-    body = urlencode(_form(tenant, model=model), doseq=True)
+    body = urlencode(model_form(tenant, model=model), doseq=True)
     response = client.post(
         admin_url(LanguageModel, "add"), body, content_type="application/x-www-form-urlencoded"
     )
@@ -311,7 +296,7 @@ def test_the_admin_refuses_hostile_model_strings_as_form_errors(client, operator
 
 
 def test_the_admin_saves_a_model_without_a_key_and_says_what_is_missing(client, operator, tenant, no_keys):
-    response = client.post(admin_url(LanguageModel, "add"), _form(tenant), follow=True)
+    response = client.post(admin_url(LanguageModel, "add"), model_form(tenant), follow=True)
 
     assert LanguageModel.objects.get().model == "openai/gpt-4o-mini"
     [message] = [m for m in response.context["messages"] if m.level_tag == "warning"]
@@ -322,7 +307,9 @@ def test_the_admin_saves_a_model_without_a_key_and_says_what_is_missing(client, 
 
 
 def test_the_admin_says_nothing_of_a_key_it_was_given(client, operator, tenant, no_keys):
-    response = client.post(admin_url(LanguageModel, "add"), _form(tenant, api_key="sk-typed"), follow=True)
+    response = client.post(
+        admin_url(LanguageModel, "add"), model_form(tenant, api_key="sk-typed"), follow=True
+    )
 
     assert [m.level_tag for m in response.context["messages"]] == ["success"]
 

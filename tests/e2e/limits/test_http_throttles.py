@@ -105,7 +105,7 @@ async def test_the_third_sign_in_attempt_for_one_account_from_one_address_is_ref
     assert LOGIN_THROTTLED.format(seconds=seconds) in refused.text
     assert "sessionid" not in refused.cookies
     # The page is the sign-in form again, the name kept.
-    assert parse_form(refused.text)["fields"]["username"] == person.username
+    assert parse_form(refused.text, action="/accounts/login/")["fields"]["username"] == person.username
 
     event = await _refusal_event(refused.request.headers["x-request-id"])
     assert event.username == person.username

@@ -21,7 +21,11 @@ def test_the_authorization_server_metadata_advertises_what_mcp_clients_need(serv
         "authorization_code",
         "refresh_token",
         "client_credentials",
+        "urn:ietf:params:oauth:grant-type:jwt-bearer",
     }
+    assert metadata["authorization_grant_profiles_supported"] == [
+        "urn:ietf:params:oauth:grant-profile:id-jag"
+    ]
     assert "none" in metadata["token_endpoint_auth_methods_supported"]
     assert metadata["client_id_metadata_document_supported"] is True
     assert metadata["authorization_response_iss_parameter_supported"] is True
