@@ -37,6 +37,7 @@ urlpatterns = [
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("accounts/sso/", include("portal.sign_in_urls")),
     path("accounts/", include("portal.urls")),
+    path("console/", include("portal.console.urls")),
     path("conversations/", include("portal.conversation_urls")),
     path("research/", include("portal.research_urls")),
     # Ahead of the admin's own URLs, so the admin's sign-in is throttled and audited like any other.

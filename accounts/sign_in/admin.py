@@ -57,6 +57,12 @@ class IdentityProviderForm(forms.ModelForm):
         widget=forms.Textarea(attrs={"rows": 2}),
         help_text="Separated by commas or spaces: the sign-in page sends these addresses here.",
     )
+    # Declared for assume_scheme: a bare host is read as https, as Django 6 will by default.
+    issuer = forms.URLField(
+        max_length=500,
+        assume_scheme="https",
+        help_text="The provider's issuer URL; discovery is at <issuer>/.well-known/openid-configuration.",
+    )
     role_map_text = forms.CharField(
         label="Role map",
         required=False,
