@@ -48,6 +48,10 @@ class AuditAction(models.TextChoices):
     MEMBER_ROLE_CHANGED = "member.role_changed", "Member's role changed"
     MEMBER_REMOVED = "member.removed", "Member removed"
     ACCESS_ENDED = "access.ended", "A person's sessions and tokens ended"
+    # What a tenant's admins change in the console (and operators in the admin).
+    TOOLSET_SWITCHED = "toolset.switched", "Toolset switched on or off"
+    MODEL_CHANGED = "model.changed", "Language model added, changed or removed"
+    BUDGET_CHANGED = "budget.changed", "Budget added, changed or removed"
 
 
 class AuditOutcome(models.TextChoices):
