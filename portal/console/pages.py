@@ -19,6 +19,8 @@ from portal.console.access import ConsoleTenant, console_tenant
 SECTIONS = [
     ("overview", "Overview"),
     ("members", "Members"),
+    ("tools", "Tools"),
+    ("models", "Models and budgets"),
 ]
 
 ConsoleView = Callable[..., HttpResponse]

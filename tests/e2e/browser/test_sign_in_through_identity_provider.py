@@ -49,6 +49,8 @@ def op(server, tmp_path_factory) -> Iterator[OpenIdProvider]:
 
 @pytest.fixture
 def acme_provider(committed, op) -> IdentityProvider:
+    # Whatever a test before changed at the provider (a group, a disabled account), Dana is back.
+    op.set_accounts([DANA])
     return committed(
         IdentityProvider.objects.create,
         tenant=Tenant.objects.get(slug="acme"),
