@@ -8,7 +8,7 @@ from functools import wraps
 from typing import Any
 
 from django.contrib.auth.decorators import login_required
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, HttpResponseBase
 from django.shortcuts import render
 from django.views.decorators.cache import never_cache
 
@@ -21,19 +21,20 @@ SECTIONS = [
     ("members", "Members"),
     ("tools", "Tools"),
     ("models", "Models and budgets"),
+    ("usage", "Usage and audit"),
 ]
 
-ConsoleView = Callable[..., HttpResponse]
+ConsoleView = Callable[..., HttpResponseBase]
 
 
-def console_page(view: Callable[..., HttpResponse]) -> ConsoleView:
+def console_page(view: Callable[..., HttpResponseBase]) -> ConsoleView:
     """A console view: signed in, never cached, its ``ConsoleTenant`` as the second argument; a
     refusal (another tenant, a viewer's post) is a page with the error's status, never a 500."""
 
     @never_cache
     @login_required
     @wraps(view)
-    def wrapped(request: HttpRequest, slug: str, *args: Any, **kwargs: Any) -> HttpResponse:
+    def wrapped(request: HttpRequest, slug: str, *args: Any, **kwargs: Any) -> HttpResponseBase:
         try:
             console = console_tenant(request=request, slug=slug)
             return view(request, console, *args, **kwargs)

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from portal.console import members, models, overview, tools
+from portal.console import members, models, overview, tools, usage
 
 app_name = "console"
 
@@ -18,4 +18,6 @@ urlpatterns = [
     path("<slug:slug>/models/remove/", models.model_remove, name="model-remove"),
     path("<slug:slug>/budgets/save/", models.budget_save, name="budget-save"),
     path("<slug:slug>/budgets/remove/", models.budget_remove, name="budget-remove"),
+    path("<slug:slug>/usage/", usage.usage, name="usage"),
+    path("<slug:slug>/usage.csv", usage.usage_csv, name="usage-csv"),
 ]
