@@ -12,14 +12,6 @@ from tests.support.factories import MembershipFactory, TenantFactory, UserFactor
 pytestmark = pytest.mark.django_db
 
 
-@pytest.fixture
-def ada(client, tenant):
-    person = UserFactory.create(username="ada")
-    MembershipFactory.create(user=person, tenant=tenant, role=Role.ADMIN)
-    client.force_login(person)
-    return person
-
-
 def test_an_admin_sees_the_overview_and_members_without_a_read_only_note(client, tenant, ada):
     for path in (f"/console/{tenant.slug}/", f"/console/{tenant.slug}/members/"):
         response = client.get(path)

@@ -33,14 +33,6 @@ SECRET_KEY_TYPED = "sk-console-test-0123456789abcdef"
 
 
 @pytest.fixture
-def ada(client, tenant):
-    person = UserFactory.create(username="ada")
-    MembershipFactory.create(user=person, tenant=tenant, role=Role.ADMIN)
-    client.force_login(person)
-    return person
-
-
-@pytest.fixture
 def outsider_tenant():
     return TenantFactory.create(slug="other-tenant", name="Other")
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 import pytest
 from django.utils.html import escape
 
-from accounts.models import Role
 from core.models import AuditAction, AuditEvent
 from mcp_gateway.kernel.registry import default_registry
 from mcp_gateway.kernel.toolset_access import toolsets_enabled
@@ -16,29 +15,13 @@ from mcp_gateway.models import TenantToolset
 from oauth.parameter_guard import PARAMETER_HAS_NUL, PARAMETER_NOT_UTF8
 from portal.console.tools import ALREADY, STATE_UNKNOWN, SWITCHED
 from portal.console.toolsets import UNKNOWN_TOOLSET
-from tests.support.factories import MembershipFactory, TenantFactory, UserFactory
+from tests.support.factories import TenantFactory
 from tests.support.upstream_support import upstream_row
 
 pytestmark = pytest.mark.django_db
 
 # A toolset every deployment serves and every tenant has unless switched off, with scoped tools.
 TOOLSET = "account"
-
-
-@pytest.fixture
-def ada(client, tenant):
-    person = UserFactory.create(username="ada")
-    MembershipFactory.create(user=person, tenant=tenant, role=Role.ADMIN)
-    client.force_login(person)
-    return person
-
-
-@pytest.fixture
-def vic(client, tenant):
-    person = UserFactory.create(username="vic")
-    MembershipFactory.create(user=person, tenant=tenant, role=Role.VIEWER)
-    client.force_login(person)
-    return person
 
 
 def _tools_url(tenant) -> str:

@@ -2,9 +2,18 @@
 
 from __future__ import annotations
 
+import email
+import email.policy
+import re
+from email.message import EmailMessage
+from pathlib import Path
+
 from playwright.async_api import ConsoleMessage, Locator, Page, expect
 
 from tests.e2e.oauth_driver import OAuthDriver, pkce_pair
+
+# What Django's filebased email backend writes after each message.
+_MAIL_SEPARATOR = b"\n" + b"-" * 79 + b"\n"
 
 # Far more Tab presses than any of these pages has controls: reaching the target within this
 # many proves it is in the tab order, without pinning down every control the page may gain.
@@ -59,3 +68,18 @@ async def fits_the_viewport(page: Page) -> None:
         "() => ({viewport: window.innerWidth, document: document.documentElement.scrollWidth})"
     )
     assert widths["document"] <= widths["viewport"], widths
+
+
+def emailed_links(mail_dir: Path, address: str, link: re.Pattern[str]) -> list[str]:
+    """What ``link`` finds in the plain text of every message the server wrote to ``address`` so
+    far (the test servers' email goes to files in ``mail_dir``: tests/e2e/harness.py)."""
+    links: list[str] = []
+    for path in sorted(mail_dir.glob("*.log")):
+        for raw in path.read_bytes().split(_MAIL_SEPARATOR):
+            message = email.message_from_bytes(raw, policy=email.policy.default)
+            if not isinstance(message, EmailMessage) or message["To"] != address:
+                continue
+            body = message.get_body(preferencelist=("plain",))
+            if body is not None:
+                links += link.findall(body.get_content())
+    return links

@@ -9,18 +9,19 @@ and tenants that require their provider: tests/portal/test_members_pages.py."""
 
 from __future__ import annotations
 
-import email
-import email.policy
 import re
 import secrets
-from email.message import EmailMessage
-from pathlib import Path
 
 import pytest
 from playwright.async_api import ViewportSize, expect
 
 from tests.e2e.browser.conftest import NARROW, open_tab
-from tests.e2e.browser.pages import fits_the_viewport, policy_violations, sign_in_by_keyboard
+from tests.e2e.browser.pages import (
+    emailed_links,
+    fits_the_viewport,
+    policy_violations,
+    sign_in_by_keyboard,
+)
 from tests.e2e.conftest import person_of
 from tests.support.waiting import eventually
 
@@ -28,23 +29,7 @@ pytestmark = pytest.mark.django_db
 
 PHONE: ViewportSize = {"width": 390, "height": 844}
 PASSWORD = "a-long-and-unusual-passphrase-42"
-# What Django's filebased backend writes after each message.
-_SEPARATOR = b"\n" + b"-" * 79 + b"\n"
 _LINK = re.compile(r"^(https?://\S+/accounts/invitations/[A-Za-z0-9_-]{43}/)$", re.MULTILINE)
-
-
-def _invitation_links(mail_dir: Path, address: str) -> list[str]:
-    """The invitation link of every message the server wrote to ``address`` so far."""
-    links = []
-    for path in sorted(mail_dir.glob("*.log")):
-        for raw in path.read_bytes().split(_SEPARATOR):
-            message = email.message_from_bytes(raw, policy=email.policy.default)
-            if not isinstance(message, EmailMessage) or message["To"] != address:
-                continue
-            body = message.get_body(preferencelist=("plain",))
-            if body is not None:
-                links += _LINK.findall(body.get_content())
-    return links
 
 
 async def test_an_invited_colleague_creates_an_account_from_the_emailed_link_and_joins(
@@ -75,9 +60,9 @@ async def test_an_invited_colleague_creates_an_account_from_the_emailed_link_and
     await fits_the_viewport(page)
     await wide_tab.screenshot("members-phone")
     await eventually(
-        lambda: bool(_invitation_links(server.mail_dir, address)), within=10, what=f"an email to {address}"
+        lambda: bool(emailed_links(server.mail_dir, address, _LINK)), within=10, what=f"an email to {address}"
     )
-    [link] = _invitation_links(server.mail_dir, address)
+    [link] = emailed_links(server.mail_dir, address, _LINK)
     assert link.startswith(f"{server.public_url}/accounts/invitations/")
 
     async with open_tab(server, chromium, NARROW) as colleague:

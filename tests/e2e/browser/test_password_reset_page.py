@@ -8,17 +8,18 @@ tests/portal/test_password_reset.py."""
 
 from __future__ import annotations
 
-import email
-import email.policy
 import re
 import secrets
-from email.message import EmailMessage
-from pathlib import Path
 
 import pytest
 from playwright.async_api import ViewportSize, expect
 
-from tests.e2e.browser.pages import fits_the_viewport, policy_violations, sign_in_by_keyboard
+from tests.e2e.browser.pages import (
+    emailed_links,
+    fits_the_viewport,
+    policy_violations,
+    sign_in_by_keyboard,
+)
 from tests.support.factories import UserFactory
 from tests.support.waiting import eventually
 
@@ -26,23 +27,7 @@ pytestmark = pytest.mark.django_db
 
 PHONE: ViewportSize = {"width": 390, "height": 844}
 NEW_PASSWORD = "a-new-and-longer-passphrase-42"
-# What Django's filebased backend writes after each message.
-_SEPARATOR = b"\n" + b"-" * 79 + b"\n"
 _LINK = re.compile(r"^(https?://\S+/accounts/password-reset/[^/\s]+/[^/\s]+/)$", re.MULTILINE)
-
-
-def _reset_links(mail_dir: Path, address: str) -> list[str]:
-    """The reset link of every message the server wrote to ``address`` so far."""
-    links = []
-    for path in sorted(mail_dir.glob("*.log")):
-        for raw in path.read_bytes().split(_SEPARATOR):
-            message = email.message_from_bytes(raw, policy=email.policy.default)
-            if not isinstance(message, EmailMessage) or message["To"] != address:
-                continue
-            body = message.get_body(preferencelist=("plain",))
-            if body is not None:
-                links += _LINK.findall(body.get_content())
-    return links
 
 
 async def test_a_person_resets_her_password_from_the_emailed_link_and_signs_in_with_it(
@@ -66,9 +51,11 @@ async def test_a_person_resets_her_password_from_the_emailed_link_and_signs_in_w
     await fits_the_viewport(page)
     await wide_tab.screenshot("password-reset-sent-phone")
     await eventually(
-        lambda: bool(_reset_links(server.mail_dir, ivy.email)), within=10, what=f"an email to {ivy.email}"
+        lambda: bool(emailed_links(server.mail_dir, ivy.email, _LINK)),
+        within=10,
+        what=f"an email to {ivy.email}",
     )
-    [link] = _reset_links(server.mail_dir, ivy.email)
+    [link] = emailed_links(server.mail_dir, ivy.email, _LINK)
     assert link.startswith(f"{server.public_url}/accounts/password-reset/")
 
     await page.goto(link)
