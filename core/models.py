@@ -52,6 +52,8 @@ class AuditAction(models.TextChoices):
     TOOLSET_SWITCHED = "toolset.switched", "Toolset switched on or off"
     MODEL_CHANGED = "model.changed", "Language model added, changed or removed"
     BUDGET_CHANGED = "budget.changed", "Budget added, changed or removed"
+    UPSTREAM_CHANGED = "upstream.changed", "Upstream server added, changed or removed"
+    IDENTITY_PROVIDER_CHANGED = "identity_provider.changed", "Identity provider settings changed"
 
 
 class AuditOutcome(models.TextChoices):

@@ -14,7 +14,7 @@ from django.views.decorators.cache import never_cache
 from accounts.models import User
 from portal.console.access import ConsoleTenant, console_first_tenant
 from portal.console.overview_selectors import Overview, overview_read
-from portal.console.pages import console_page, console_render
+from portal.console.pages import console_data, console_page, console_render
 
 NO_TENANT = "You belong to no tenant yet: ask an administrator for an invitation."
 
@@ -42,7 +42,7 @@ def overview(request: HttpRequest, console: ConsoleTenant) -> HttpResponse:
     return console_render(request, console, "console/overview.html", {"overview": found})
 
 
-@console_page
+@console_data
 def overview_data(request: HttpRequest, console: ConsoleTenant) -> JsonResponse:
     """``overview.json``: the overview's numbers, for any member of the tenant."""
     return JsonResponse(overview_json(overview_read(tenant_id=console.tenant.pk, now=timezone.now())))

@@ -8,7 +8,7 @@ from functools import wraps
 from typing import Any
 
 from django.contrib.auth.decorators import login_required
-from django.http import HttpRequest, HttpResponse, HttpResponseBase
+from django.http import HttpRequest, HttpResponse, HttpResponseBase, JsonResponse
 from django.shortcuts import render
 from django.views.decorators.cache import never_cache
 
@@ -42,6 +42,28 @@ def console_page(view: Callable[..., HttpResponseBase]) -> ConsoleView:
             return render(
                 request, "console/refused.html", {"message": error.message}, status=error.http_status
             )
+
+    return wrapped
+
+
+SIGN_IN_FIRST = "Sign in first: this data is for the tenant's members."
+
+
+def console_data(view: Callable[..., HttpResponseBase]) -> ConsoleView:
+    """A console JSON endpoint: the same tenant check as ``console_page``, but every refusal is JSON
+    (``{"error": message}`` with the error's status, 401 when signed out), since its caller is a
+    page's script, which can show a message and cannot follow a redirect to a sign-in page."""
+
+    @never_cache
+    @wraps(view)
+    def wrapped(request: HttpRequest, slug: str, *args: Any, **kwargs: Any) -> HttpResponseBase:
+        if not request.user.is_authenticated:
+            return JsonResponse({"error": SIGN_IN_FIRST}, status=401)
+        try:
+            console = console_tenant(request=request, slug=slug)
+            return view(request, console, *args, **kwargs)
+        except GatehouseError as error:
+            return JsonResponse({"error": error.message}, status=error.http_status)
 
     return wrapped
 

@@ -20,6 +20,7 @@ from core.csv_export import csv_response
 from core.errors import InvalidInput
 from core.models import AuditAction, AuditOutcome
 from core.text_safety import text_cleaned, text_invisible_character
+from mcp_gateway.kernel.registry import default_registry
 from oauth.parameter_guard import request_unsafe_parameter
 from portal.console.access import ConsoleTenant
 from portal.console.pages import console_page, console_render
@@ -29,6 +30,7 @@ from portal.console.usage_selectors import (
     usage_day_list,
     usage_event_list,
     usage_page_read,
+    usage_suggestion_list,
 )
 
 DEFAULT_DAYS = 7
@@ -224,6 +226,7 @@ def _page(
         "filter_query": query.urlencode(),
         "max_days": MAX_DAYS,
         "csv_max_rows": f"{CSV_MAX_ROWS:,}",
+        "suggestions": usage_suggestion_list(tenant_id=console.tenant.pk, registry=default_registry()),
         **found,
     }
     return console_render(request, console, TEMPLATE, context, status=status)

@@ -15,9 +15,13 @@ from datetime import UTC, date, datetime, time, timedelta
 from django.db.models import Count, Q, QuerySet
 from django.db.models.functions import TruncDate
 
+from accounts.models import Membership
 from core.models import AuditEvent, AuditOutcome
+from mcp_gateway.kernel.registry import Registry
 
 USAGE_PAGE_ROWS = 50
+# Suggestions beside the exact-match filters; a tenant with more people types the name.
+SUGGESTED_PEOPLE = 200
 
 
 @dataclass(frozen=True)
@@ -104,3 +108,24 @@ def usage_day_list(*, tenant_id: int, filters: UsageFilters) -> list[UsageDay]:
         )
         day += timedelta(days=1)
     return days
+
+
+@dataclass(frozen=True)
+class UsageSuggestions:
+    """Values the person and tool filters offer as they are typed (they still match exactly)."""
+
+    people: list[str]
+    tools: list[str]
+
+
+def usage_suggestion_list(*, tenant_id: int, registry: Registry) -> UsageSuggestions:
+    """The tenant's members by username and the tools this deployment serves, each sorted.
+
+    Read from the memberships and the registry, not from the audit rows: a ``DISTINCT`` over a
+    million rows would cost more than the page it helps to filter.
+    """
+    people = Membership.objects.filter(tenant_id=tenant_id).order_by("user__username")
+    tools = sorted({spec.name for spec in registry.tools})
+    return UsageSuggestions(
+        people=list(people.values_list("user__username", flat=True)[:SUGGESTED_PEOPLE]), tools=tools
+    )

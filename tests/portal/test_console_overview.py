@@ -17,6 +17,7 @@ from accounts.models import Role
 from core.models import AuditAction, AuditOutcome
 from language_models.models import BudgetPeriod, LlmUsage, UsageOutcome
 from portal.console.overview_selectors import _percentile
+from portal.console.pages import SIGN_IN_FIRST
 from tests.support.factories import (
     AccessTokenFactory,
     AuditEventFactory,
@@ -199,10 +200,18 @@ def test_another_tenant_or_a_hostile_slug_is_a_404(client, tenant, ada, stranger
     assert b"calls" not in response.content
 
 
-def test_signed_out_goes_to_the_sign_in_page(client, tenant):
+def test_another_tenants_data_is_refused_in_json(client, tenant, ada, stranger):
+    response = client.get(f"/console/{stranger.tenant.slug}/overview.json")
+    assert response.status_code == 404
+    assert response["Content-Type"] == "application/json"
+    assert set(response.json()) == {"error"}
+
+
+def test_signed_out_is_told_so_in_json(client, tenant):
     response = client.get(f"/console/{tenant.slug}/overview.json")
-    assert response.status_code == 302
-    assert response["Location"].startswith("/accounts/login/")
+    assert response.status_code == 401
+    assert response.json() == {"error": SIGN_IN_FIRST}
+    assert "no-cache" in response["Cache-Control"]
 
 
 @pytest.mark.parametrize("path", ["overview.json", ""])

@@ -20,8 +20,8 @@ from tests.support.factories import AuditEventFactory
 
 pytestmark = pytest.mark.django_db
 
-# Session, person and memberships (3), then the page's rows and the rows per day.
-QUERY_BOUND = 5
+# Session, person and memberships (3), then the page's rows, the rows per day and the people suggested.
+QUERY_BOUND = 6
 
 
 @pytest.fixture
@@ -206,6 +206,16 @@ def test_a_hostile_filter_is_refused_by_the_csv_too(client, tenant, signed_in):
     response = client.get(f"/console/{tenant.slug}/usage.csv", {"to": "2025-13-01"})
     assert response.status_code == 400
     assert response.context["error"] == usage.NOT_A_DATE.format(label="To")
+
+
+def test_the_filters_suggest_the_tenants_people_and_the_tools_served(
+    client, tenant, signed_in, member, outsider
+):
+    suggestions = _page(client, tenant).context["suggestions"]
+    assert suggestions.people == sorted([signed_in.user.username, member.user.username])
+    assert outsider.user.username not in suggestions.people
+    assert "whoami" in suggestions.tools
+    assert suggestions.tools == sorted(suggestions.tools)
 
 
 def test_the_range_of_366_days_is_allowed(client, tenant, signed_in):

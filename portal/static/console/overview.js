@@ -93,7 +93,13 @@
     fetch(root.dataset.url, { credentials: "same-origin", headers: { Accept: "application/json" } })
       .then((response) => {
         if (!response.ok) {
-          throw new Error("overview.json answered " + response.status);
+          // Refusals are JSON too ({"error": ...}); anything else says its status.
+          return response
+            .json()
+            .catch(() => ({}))
+            .then((body) => {
+              throw new Error(body.error || "overview.json answered " + response.status);
+            });
         }
         return response.json();
       })
@@ -101,6 +107,11 @@
       .catch((error) => {
         // The tables still say everything; say why the charts are missing.
         root.dataset.failed = String(error);
+        const note = document.createElement("p");
+        note.className = "muted";
+        note.setAttribute("role", "status");
+        note.textContent = "The charts could not be drawn (" + error.message + "); the tables below hold every number.";
+        root.prepend(note);
       });
   }
 
