@@ -28,7 +28,12 @@ from accounts.scopes import scopes_for_role, scopes_granted
 from accounts.sign_in.people import person_sign_in
 from accounts.sign_in.roles import claim_values
 from core.errors import PermissionDenied
-from oauth.identity_assertion.verify import AssertionRefused, VerifiedAssertion, identity_assertion_verify
+from oauth.identity_assertion.verify import (
+    LEEWAY_SECONDS,
+    AssertionRefused,
+    VerifiedAssertion,
+    identity_assertion_verify,
+)
 from oauth.models import IdentityAssertionUse
 from oauth.resource import API_SCOPES
 from oauth.validators import TENANT_ATTRIBUTE
@@ -116,8 +121,18 @@ def _person(verified: VerifiedAssertion, *, request: Any) -> tuple[Any, str, int
     return identity.user, membership.role, provider.tenant_id
 
 
+def identity_assertion_use_purge(*, now: datetime) -> int:
+    """Forget the ``jti`` of assertions no longer accepted anyway (expired past the leeway); returns
+    how many. Each exchange runs it before recording its own, so the table holds at most the
+    assertions exchanged within one assertion lifetime, with no scheduled job to forget."""
+    deleted, _ = IdentityAssertionUse.objects.filter(expires__lt=now).delete()
+    return deleted
+
+
 def _used_once(verified: VerifiedAssertion, *, request: Any) -> None:
-    expires = datetime.fromtimestamp(verified.expires, tz=UTC)
+    # Kept until verify_assertion would refuse the assertion as expired, leeway included.
+    expires = datetime.fromtimestamp(verified.expires + LEEWAY_SECONDS, tz=UTC)
+    identity_assertion_use_purge(now=datetime.now(tz=UTC))
     try:
         with transaction.atomic():
             IdentityAssertionUse.objects.create(

@@ -7,11 +7,14 @@ issues nothing."""
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
+from datetime import timedelta
 from typing import Any
 
 import pytest
 from django.conf import settings
+from django.utils import timezone
 from oauth2_provider.models import Application
 
 from accounts.models import ExternalIdentity, IdentityProvider, Membership, Role
@@ -19,7 +22,8 @@ from core.models import AuditAction, AuditEvent
 from oauth.identity_assertion import keys
 from oauth.identity_assertion.grant import ID_JAG_PROFILE, JWT_BEARER
 from oauth.identity_assertion.keys import provider_keys_forget
-from oauth.models import AccessToken, RefreshToken
+from oauth.identity_assertion.verify import LEEWAY_SECONDS
+from oauth.models import AccessToken, IdentityAssertionUse, RefreshToken
 from tests.support.assertion_issuer import AssertionIssuer, signing_key
 from tests.support.factories import MembershipFactory, TenantFactory, UserFactory
 
@@ -193,6 +197,18 @@ def test_an_assertion_is_exchanged_once(client, provider, agent, issuer):
     assert response.status_code == 400
     assert body == {"error": "invalid_grant", "error_description": "This assertion was already exchanged."}
     assert AccessToken.objects.count() == 1
+
+
+def test_an_exchange_forgets_the_jtis_of_assertions_no_longer_accepted(client, provider, agent, issuer):
+    gone = IdentityAssertionUse.objects.create(
+        provider=provider, jti="long-expired", expires=timezone.now() - timedelta(seconds=1)
+    )
+    expires = int(time.time()) + 300
+    assert _exchange(client, agent, issuer.issue(**_claims(agent, exp=expires)))[0].status_code == 200
+    [kept] = IdentityAssertionUse.objects.all()
+    assert kept.pk != gone.pk
+    # Kept until the assertion could no longer be accepted, the verifier's leeway included.
+    assert kept.expires.timestamp() == expires + LEEWAY_SECONDS
 
 
 def test_another_tenants_provider_reaches_none_of_this_tenants_people(client, provider, agent, issuer):
