@@ -27,6 +27,7 @@ from oauth.models import AccessToken, RefreshToken
 
 BY_OPERATOR = "operator"
 BY_OPERATOR_COMMAND = "operator-command"
+BY_PASSWORD_RESET = "password-reset"
 BY_CLIENT = "client"
 # A rotated refresh token presented again after the grace window: someone holds a copy.
 BY_REUSE_DETECTION = "refresh-token-reuse"

@@ -53,6 +53,23 @@ def person_access_end(*, user: User, deactivate: bool, by: str = BY_OPERATOR_COM
     return ended
 
 
+def person_clients_disconnect(*, user: User, by: str) -> AccessEnded:
+    """End ``user``'s OAuth tokens and live MCP sessions, leaving browser sessions to Django.
+
+    For a password reset: whoever knew the old password may have connected a client with it, and
+    a token outlives the password it was granted with. Django itself signs out every browser
+    session signed in with the old password (their session hash no longer matches)."""
+    tokens = tokens_revoke_for_user(user=user, by=by)
+    mcp = session_end_all_for_user(user=user)
+    return AccessEnded(
+        access_tokens=tokens.access,
+        refresh_tokens=tokens.refresh,
+        mcp_sessions=mcp,
+        browser_sessions=0,
+        deactivated=False,
+    )
+
+
 def _browser_sessions_end(user: User) -> int:
     mine = [
         session.pk

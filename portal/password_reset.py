@@ -5,6 +5,10 @@ the link built from ``PUBLIC_URL`` (never from the request's Host header).
 Whether an address has an account changes nothing anyone but an operator sees: the same page, status
 and message, the same refusal when a limit is reached, and an audit row (``password.reset_requested``)
 that says how many accounts were found only in its detail, with no user or tenant to find it by.
+
+A reset ends more than the old password: the person's OAuth tokens and MCP sessions too
+(``portal.access.person_clients_disconnect``), since whoever knew the old password may have
+connected a client with it.
 """
 
 from __future__ import annotations
@@ -27,6 +31,8 @@ from core.models import AuditAction, RateLimitScope
 from core.text_safety import text_invisible_character
 from core.throttles import client_address, throttle_check
 from oauth.parameter_guard import request_unsafe_parameter
+from oauth.services import BY_PASSWORD_RESET
+from portal.access import person_clients_disconnect
 
 PASSWORD_RESET_THROTTLED = "Too many password reset requests. Wait {seconds} seconds, then try again."
 EMAIL_INVISIBLE_CHARACTER = (
@@ -153,7 +159,16 @@ class PasswordResetConfirmView(auth_views.PasswordResetConfirmView):
 
     def form_valid(self, form: SetPasswordForm) -> HttpResponse:
         response = super().form_valid(form)
-        audit_record(action=AuditAction.PASSWORD_RESET, user=form.user)
+        ended = person_clients_disconnect(user=form.user, by=BY_PASSWORD_RESET)
+        audit_record(
+            action=AuditAction.PASSWORD_RESET,
+            user=form.user,
+            detail={
+                "access_tokens_revoked": ended.access_tokens,
+                "refresh_tokens_revoked": ended.refresh_tokens,
+                "mcp_sessions_ended": ended.mcp_sessions,
+            },
+        )
         return response
 
     def get_context_data(self, **kwargs: Any) -> dict[str, Any]:

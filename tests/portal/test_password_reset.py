@@ -31,9 +31,17 @@ from accounts.models import User
 from core import request_context as request_context_module
 from core.models import AuditAction, AuditEvent, AuditOutcome, RateLimitRule, RateLimitScope
 from core.request_context import RequestContext
+from oauth.models import AccessToken
 from oauth.parameter_guard import PARAMETER_HAS_NUL, PARAMETER_NOT_UTF8
 from portal.password_reset import EMAIL_INVISIBLE_CHARACTER, PASSWORD_RESET_THROTTLED, duration_words
-from tests.support.factories import DEFAULT_PASSWORD, UserFactory
+from tests.support.factories import (
+    DEFAULT_PASSWORD,
+    AccessTokenFactory,
+    McpSessionFactory,
+    MembershipFactory,
+    RefreshTokenFactory,
+    UserFactory,
+)
 
 if TYPE_CHECKING:
     # What the test client answers, in django-stubs' words.
@@ -344,6 +352,24 @@ def test_a_password_set_through_a_link_is_audited_for_its_person(client, grace):
 
     [row] = AuditEvent.objects.filter(action=AuditAction.PASSWORD_RESET)
     assert (row.user_id, row.username, row.outcome) == (grace.pk, "grace", AuditOutcome.OK)
+
+
+def test_a_reset_disconnects_the_persons_clients_and_no_one_elses(client, grace):
+    mine = MembershipFactory.create(user=grace)
+    refresh = RefreshTokenFactory.create(access_token=AccessTokenFactory.create(membership=mine))
+    session = McpSessionFactory.create(membership=mine)
+    someone_elses = AccessTokenFactory.create()
+    _ask(client, grace.email)
+
+    _set_password(client, _form_path(client, _link(mail.outbox[0])))
+
+    assert list(AccessToken.objects.all()) == [someone_elses]
+    refresh.refresh_from_db()
+    session.refresh_from_db()
+    assert refresh.revoked is not None
+    assert session.terminated_at is not None
+    [row] = AuditEvent.objects.filter(action=AuditAction.PASSWORD_RESET)
+    assert row.detail == {"access_tokens_revoked": 1, "refresh_tokens_revoked": 1, "mcp_sessions_ended": 1}
 
 
 # --- expired and used links ------------------------------------------------------------------------------
