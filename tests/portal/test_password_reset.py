@@ -372,6 +372,17 @@ def test_a_reset_disconnects_the_persons_clients_and_no_one_elses(client, grace)
     assert row.detail == {"access_tokens_revoked": 1, "refresh_tokens_revoked": 1, "mcp_sessions_ended": 1}
 
 
+def test_a_reset_signs_out_a_browser_signed_in_with_the_old_password(client, grace):
+    elsewhere = Client()
+    elsewhere.force_login(grace)
+    assert elsewhere.get("/accounts/sessions/").status_code == 200
+    _ask(client, grace.email)
+
+    _set_password(client, _form_path(client, _link(mail.outbox[0])))
+
+    assert elsewhere.get("/accounts/sessions/")["Location"].startswith("/accounts/login/")
+
+
 # --- expired and used links ------------------------------------------------------------------------------
 
 
