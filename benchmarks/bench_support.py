@@ -70,6 +70,8 @@ def bench_env(*, public: str, name: str, **overrides: str) -> dict[str, str]:
         "RATE_LIMIT_RESOURCE_READ": "none",
         "MCP_SESSION_PURGE_INTERVAL_SECONDS": "0",
         "LOG_LEVEL": "WARNING",
+        # The benchmarks' upstream servers listen on loopback, which upstreams may not reach by default.
+        "UPSTREAM_PRIVATE_NETWORKS": "127.0.0.0/8,::1/128",
         **overrides,
     }
 

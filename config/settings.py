@@ -469,6 +469,10 @@ GATEHOUSE: dict[str, Any] = {
     # (upstreams.list_changes); 0 reconnects at the next call.
     "UPSTREAM_FLOOD_COOLDOWN_SECONDS": env_int("UPSTREAM_FLOOD_COOLDOWN_SECONDS", default=60, minimum=0),
     "UPSTREAM_LIST_CACHE_SECONDS": env_int("UPSTREAM_LIST_CACHE_SECONDS", default=30, minimum=0),
+    # Private networks upstreams may connect to, besides public addresses (upstreams.egress): CIDR
+    # networks such as 10.0.0.0/8,127.0.0.0/8, checked at every connection; empty, none. A value that
+    # is not a network stops the server when it starts.
+    "UPSTREAM_PRIVATE_NETWORKS": env_list("UPSTREAM_PRIVATE_NETWORKS", default=[]),
     # Jobs (jobs): a step whose worker has not renewed its claim for this long is taken to be lost
     # (the worker died) and is enqueued again; a live worker renews it every quarter of this.
     "JOBS_STEP_LEASE_SECONDS": env_int("JOBS_STEP_LEASE_SECONDS", default=30, minimum=1),

@@ -42,6 +42,7 @@ urlpatterns = [
     path("research/", include("portal.research_urls")),
     # Ahead of the admin's own URLs, so the admin's sign-in is throttled and audited like any other.
     path("admin/login/", AdminLoginView.as_view()),
+    path("admin/", include("portal.operator.urls")),  # the index with the operators' dashboard
     path("admin/", admin.site.urls),
     # The REST API (llm_gateway.api): its own protected resource, OpenAPI at /api/v1/openapi.json.
     path("api/v1/", include((api_urlpatterns(), "api-v1"))),

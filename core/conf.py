@@ -125,6 +125,7 @@ class GatehouseSettings:
     UPSTREAM_IDLE_SECONDS = _Setting(_int)
     UPSTREAM_FLOOD_COOLDOWN_SECONDS = _Setting(_int)
     UPSTREAM_LIST_CACHE_SECONDS = _Setting(_int)
+    UPSTREAM_PRIVATE_NETWORKS = _Setting(_str_list)
     # Jobs (jobs)
     JOBS_STEP_LEASE_SECONDS = _Setting(_int)
     JOBS_TOOL_TASK_QUEUE = _Setting(_str)

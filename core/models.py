@@ -157,3 +157,6 @@ class RateLimitRule(models.Model):
     def __str__(self) -> str:
         where = f" for {self.tenant}" if self.tenant_id else ""
         return f"{self.scope} {self.target or '*'}: {self.limit} per {self.period_seconds} s{where}"
+
+
+from core.audit.rollup.models import RolledUpDay, ToolCallDay, ToolCallDayTotal  # noqa: E402,F401

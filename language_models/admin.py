@@ -1,33 +1,39 @@
 """Operators give each tenant its language model; the API key is write-only.
 
-The model string is checked as ``preflight`` checks ``DEMO_LLM_MODEL`` (``language_models.model_checks``),
-so a string litellm cannot route is refused here with the same message. A key missing from both the
-form and the server's environment is not refused (the variable may be set before the next call) but
-said at once, rather than at the tenant's first question.
+Every change is the console's service call (``language_models.services``: ``language_model_save``
+and ``language_model_delete``), so it is checked the same way and audited as ``model.changed`` with
+the operator's name, never the key. The model string is checked as ``preflight`` checks
+``DEMO_LLM_MODEL`` (``language_models.model_checks``), so a string litellm cannot route is refused
+here with the same message. A key missing from both the form and the server's environment is not
+refused (the variable may be set before the next call) but said at once, rather than at the
+tenant's first question. *Test the model* is the console's test call (``language_models.model_test``).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from asgiref.sync import ThreadSensitiveContext, async_to_sync
 from django import forms
 from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
-from core.crypto import secret_encrypt
-from core.errors import GatehouseError
-from core.identity import Identity
-from language_models.governed import Completion, Feature, ModelUse, model_complete
+from accounts.service_admin import ServiceAdmin, admin_object_adopt, admin_operator
+from core.errors import InvalidInput
 from language_models.model_checks import (
     ModelKeyMissing,
     ModelStringInvalid,
     language_model_key_check,
     language_model_string_validate,
 )
+from language_models.model_test import language_model_test
 from language_models.models import API_BASE_HELP, LanguageModel
-from language_models.selectors import ModelConfig
+from language_models.services import (
+    ModelTuning,
+    language_model_delete,
+    language_model_input_check,
+    language_model_save,
+)
 
 KEY_STORED = "Stored encrypted; never shown. Enter a new key to replace it."
 KEY_NONE = "None stored: litellm reads the provider's usual environment variable (OPENAI_API_KEY...)."
@@ -35,9 +41,7 @@ KEY_HELP = (
     "Leave blank to keep the stored key (or, for a new model, to use the provider's environment variable)."
 )
 KEY_BOTH = "Enter a new key or remove the stored one, not both."
-TEST_PROMPT = [{"role": "user", "content": "Reply with the single word OK."}]
-TEST_PURPOSE = "admin_test"
-TEST_PASSED = "{name}: {model} answered {text!r} ({tokens} tokens)."
+TEST_PASSED = "{name}: {model} answered {text!r} ({tokens} tokens, {latency_ms} ms)."
 TEST_FAILED = "{name}: {message}"
 KEY_MISSING_NOW = "{name} is saved, but its calls fail until this is fixed: {message}"
 
@@ -74,6 +78,13 @@ class LanguageModelForm(forms.ModelForm):
         model = LanguageModel
         fields = [*FIELDS_BEFORE_KEY, *FIELDS_AFTER_KEY]
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if self.instance.pk and "tenant" in self.fields:
+            # A model (and its key) stays in its tenant: the services change a tenant's own models.
+            # Disabled, not read-only, so the name's uniqueness in the tenant is still checked here.
+            self.fields["tenant"].disabled = True
+
     def clean(self) -> dict[str, Any]:
         cleaned = super().clean() or {}
         if cleaned.get("api_key") and cleaned.get("remove_api_key"):
@@ -84,11 +95,28 @@ class LanguageModelForm(forms.ModelForm):
                 language_model_string_validate(model=cleaned["model"], api_base=cleaned.get("api_base"))
             except ModelStringInvalid as refusal:
                 self.add_error("model", refusal.message)
+        self._service_check(cleaned)
         return cleaned
+
+    def _service_check(self, cleaned: dict[str, Any]) -> None:
+        """What the save's service would refuse, beside its field now rather than as an error page."""
+        if self.errors:
+            return
+        try:
+            cleaned["name"] = language_model_input_check(
+                name=cleaned.get("name") or "",
+                api_key=cleaned.get("api_key") or "",
+                remove_api_key=bool(cleaned.get("remove_api_key")),
+                input_price_per_million=cleaned.get("input_price_per_million"),
+                output_price_per_million=cleaned.get("output_price_per_million"),
+            )
+        except InvalidInput as refusal:
+            field = (refusal.data or {}).get("field")
+            self.add_error(field if field in self.fields else None, refusal.message)
 
 
 @admin.register(LanguageModel)
-class LanguageModelAdmin(admin.ModelAdmin):
+class LanguageModelAdmin(ServiceAdmin):
     form = LanguageModelForm
     list_display = ["name", "tenant", "model", "is_default", "updated"]
     list_filter = ["tenant"]
@@ -106,13 +134,31 @@ class LanguageModelAdmin(admin.ModelAdmin):
         return KEY_STORED if language_model.api_key_encrypted else KEY_NONE
 
     def save_model(self, request: HttpRequest, obj: LanguageModel, form: Any, change: bool) -> None:
-        if form.cleaned_data.get("api_key"):
-            obj.api_key_encrypted = secret_encrypt(plaintext=form.cleaned_data["api_key"])
-        elif form.cleaned_data.get("remove_api_key"):
-            obj.api_key_encrypted = ""
-        super().save_model(request, obj, form, change)
+        data = form.cleaned_data
+        saved = language_model_save(
+            by=admin_operator(request),
+            tenant=obj.tenant,
+            model_id=obj.pk if change else None,
+            name=data["name"],
+            model=data["model"],
+            api_key=data.get("api_key") or "",
+            remove_api_key=bool(data.get("remove_api_key")),
+            is_default=data["is_default"],
+            input_price_per_million=data["input_price_per_million"],
+            output_price_per_million=data["output_price_per_million"],
+            tuning=ModelTuning(
+                api_base=data["api_base"] or "",
+                temperature=data["temperature"],
+                max_output_tokens=data["max_output_tokens"],
+                request_timeout_seconds=data["request_timeout_seconds"],
+            ),
+        )
+        admin_object_adopt(obj, saved)
         if not obj.api_key_encrypted:
             self._missing_key_note(request, obj)
+
+    def delete_model(self, request: HttpRequest, obj: LanguageModel) -> None:
+        language_model_delete(by=admin_operator(request), tenant=obj.tenant, model_id=obj.pk)
 
     def _missing_key_note(self, request: HttpRequest, obj: LanguageModel) -> None:
         try:
@@ -126,52 +172,16 @@ class LanguageModelAdmin(admin.ModelAdmin):
     @admin.action(description="Test the model (a one-word prompt)", permissions=["change"])
     def test_model(self, request: HttpRequest, queryset: QuerySet[LanguageModel]) -> None:
         for language_model in queryset.select_related("tenant"):
-            try:
-                config = ModelConfig.from_language_model(language_model)
-                completion = async_to_sync(_model_test)(
-                    use=_operator_use(request, language_model), config=config
-                )
-            except GatehouseError as error:
-                self.message_user(
-                    request,
-                    TEST_FAILED.format(name=language_model.name, message=error.message),
-                    messages.ERROR,
-                )
+            result = language_model_test(model=language_model, by=admin_operator(request), channel="admin")
+            if not result.ok:
+                message = TEST_FAILED.format(name=language_model.name, message=result.error)
+                self.message_user(request, message, messages.ERROR)
                 continue
-            self.message_user(
-                request,
-                TEST_PASSED.format(
-                    name=language_model.name,
-                    model=completion.model,
-                    text=completion.text[:200],
-                    tokens=completion.prompt_tokens + completion.completion_tokens,
-                ),
-                messages.SUCCESS,
+            message = TEST_PASSED.format(
+                name=language_model.name,
+                model=result.model,
+                text=result.reply,
+                tokens=result.tokens,
+                latency_ms=result.latency_ms,
             )
-
-
-def _operator_use(request: HttpRequest, language_model: LanguageModel) -> ModelUse:
-    """The operator testing a tenant's model: the call counts against that tenant's budgets and is
-    recorded as its usage (feature ``model_test``), as every model call is."""
-    tenant = language_model.tenant
-    identity = Identity(
-        user_id=request.user.pk or 0,
-        username=request.user.get_username(),
-        tenant_id=tenant.pk,
-        tenant_slug=tenant.slug,
-        tenant_name=tenant.name,
-        role="operator",
-        scopes=frozenset(),
-        application_id=0,
-        client_id="admin",
-        client_name="Django admin",
-        token_id=0,
-    )
-    return ModelUse(identity=identity, feature=Feature.MODEL_TEST, channel="admin")
-
-
-async def _model_test(*, use: ModelUse, config: ModelConfig) -> Completion:
-    # The governed path's database work runs on threads of its own (core.db.db_call), never on
-    # this request's thread, whose connection it would otherwise close mid-request.
-    async with ThreadSensitiveContext():
-        return await model_complete(use=use, config=config, messages=TEST_PROMPT, purpose=TEST_PURPOSE)
+            self.message_user(request, message, messages.SUCCESS)

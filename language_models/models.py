@@ -184,7 +184,7 @@ class Feature(models.TextChoices):
     SUMMARY = "summary", "Conversation summary"
     API = "api", "POST /api/v1/llm/invoke"
     LLM_INVOKE = "llm_invoke", "llm_invoke (MCP tool)"
-    MODEL_TEST = "model_test", "Test from the admin"
+    MODEL_TEST = "model_test", "Test call (admin or console)"
 
 
 class LlmUsage(models.Model):

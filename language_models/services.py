@@ -9,6 +9,7 @@ encrypted, and neither it nor its length reaches an audit row or a message.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
@@ -60,6 +61,37 @@ def language_model_ensure_default(*, tenant: Tenant, name: str, model: str) -> L
     return language_model
 
 
+@dataclass(frozen=True)
+class ModelTuning:
+    """What only operators set (the Django admin): the base URL, temperature, output limit and
+    timeout. A save without it keeps the stored values (the console's)."""
+
+    api_base: str
+    temperature: float
+    max_output_tokens: int
+    request_timeout_seconds: int
+
+
+def language_model_input_check(
+    *,
+    name: str,
+    api_key: str,
+    remove_api_key: bool,
+    input_price_per_million: Decimal | None,
+    output_price_per_million: Decimal | None,
+) -> str:
+    """The name as ``language_model_save`` stores it, once what it would refuse of these values
+    alone is known to be fine; ``InvalidInput`` naming the field otherwise. A form calls it to show
+    the refusal beside its field (the admin's); the save checks again, and then the name is free."""
+    name = _name_clean(name)
+    if api_key and remove_api_key:
+        raise InvalidInput(KEY_BOTH, data={"field": "api_key"})
+    _key_check(api_key)
+    _decimal_clean(input_price_per_million, "input_price_per_million")
+    _decimal_clean(output_price_per_million, "output_price_per_million")
+    return name
+
+
 def language_model_save(
     *,
     by: User,
@@ -72,25 +104,32 @@ def language_model_save(
     is_default: bool,
     input_price_per_million: Decimal | None,
     output_price_per_million: Decimal | None,
+    tuning: ModelTuning | None = None,
 ) -> LanguageModel:
     """Add a model to ``tenant`` (``model_id`` None) or change its model ``model_id``.
 
     A blank ``api_key`` keeps the stored key; ``remove_api_key`` drops it (litellm then reads the
-    provider's environment variable). The base URL, temperature and limits stay the operators'.
+    provider's environment variable). The base URL, temperature and limits change only with
+    ``tuning`` (the operators'). The audit row names what changed of those, never their values
+    (a base URL may carry credentials), nor anything of the key but whether it changed.
     """
-    name = _name_clean(name)
-    if api_key and remove_api_key:
-        raise InvalidInput(KEY_BOTH, data={"field": "api_key"})
-    _key_check(api_key)
+    name = language_model_input_check(
+        name=name,
+        api_key=api_key,
+        remove_api_key=remove_api_key,
+        input_price_per_million=input_price_per_million,
+        output_price_per_million=output_price_per_million,
+    )
     prices = {
-        "input_price_per_million": _decimal_clean(input_price_per_million, "input_price_per_million"),
-        "output_price_per_million": _decimal_clean(output_price_per_million, "output_price_per_million"),
+        "input_price_per_million": input_price_per_million,
+        "output_price_per_million": output_price_per_million,
     }
     with transaction.atomic():
         if model_id is None:
             language_model = LanguageModel(tenant=tenant)
         else:
             language_model = language_model_get_for_tenant(tenant=tenant, model_id=model_id)
+        tuned = _tune(language_model, tuning)
         try:
             language_model_string_validate(model=model, api_base=language_model.api_base or None)
         except ModelStringInvalid as refusal:
@@ -129,6 +168,7 @@ def language_model_save(
                 "key": key,
                 "default": is_default,
                 **{field: None if value is None else str(value) for field, value in prices.items()},
+                **({"tuning": tuned} if tuned else {}),
             },
         )
     return language_model
@@ -150,6 +190,35 @@ def language_model_delete(*, by: User, tenant: Tenant, model_id: object) -> Lang
     return language_model
 
 
+def _budget_input_check(
+    *,
+    tenant: Tenant,
+    budget_id: int | None,
+    period: str,
+    max_tokens: int | None,
+    max_cost: Decimal | None,
+    person_id: int | None,
+) -> User | None:
+    """The person the budget caps (None: the whole tenant), once what ``llm_budget_save`` would
+    refuse of these values is known to be fine; ``InvalidInput`` naming the field otherwise."""
+    if period not in BudgetPeriod.values:
+        raise InvalidInput(PERIOD_UNKNOWN, data={"field": "period"})
+    if max_tokens is None and max_cost is None:
+        raise InvalidInput(NO_LIMIT, data={"field": "max_tokens"})
+    if max_tokens is not None and not 0 <= max_tokens <= TOKENS_MOST:
+        raise InvalidInput(TOKENS_INVALID.format(most=TOKENS_MOST), data={"field": "max_tokens"})
+    _decimal_clean(max_cost, "max_cost")
+    person = _member(tenant=tenant, person_id=person_id)
+    taken = LlmBudget.objects.filter(tenant=tenant, period=period, user=person)
+    if budget_id is not None:
+        taken = taken.exclude(pk=budget_id)
+    if taken.exists():
+        raise InvalidInput(
+            _budget_taken(tenant=tenant, person=person, period=period), data={"field": "period"}
+        )
+    return person
+
+
 def llm_budget_save(
     *,
     by: User,
@@ -159,28 +228,27 @@ def llm_budget_save(
     max_tokens: int | None,
     max_cost: Decimal | None,
     person_id: int | None,
+    note: str | None = None,
 ) -> LlmBudget:
     """Add a budget to ``tenant`` (``budget_id`` None) or change its budget ``budget_id``: per day
-    or month, a token limit and/or a cost limit, for the whole tenant or one of its members."""
-    if period not in BudgetPeriod.values:
-        raise InvalidInput(PERIOD_UNKNOWN, data={"field": "period"})
-    if max_tokens is None and max_cost is None:
-        raise InvalidInput(NO_LIMIT, data={"field": "max_tokens"})
-    if max_tokens is not None and not 0 <= max_tokens <= TOKENS_MOST:
-        raise InvalidInput(TOKENS_INVALID.format(most=TOKENS_MOST), data={"field": "max_tokens"})
-    max_cost = _decimal_clean(max_cost, "max_cost")
+    or month, a token limit and/or a cost limit, for the whole tenant or one of its members.
+    ``note`` (the operators') is kept when None."""
     with transaction.atomic():
         budget = (
             LlmBudget(tenant=tenant)
             if budget_id is None
             else llm_budget_get_for_tenant(tenant=tenant, budget_id=budget_id)
         )
-        person = _member(tenant=tenant, person_id=person_id)
-        taken = LlmBudget.objects.filter(tenant=tenant, period=period, user=person).exclude(pk=budget.pk)
-        if taken.exists():
-            raise InvalidInput(
-                _budget_taken(tenant=tenant, person=person, period=period), data={"field": "period"}
-            )
+        person = _budget_input_check(
+            tenant=tenant,
+            budget_id=budget.pk,
+            period=period,
+            max_tokens=max_tokens,
+            max_cost=max_cost,
+            person_id=person_id,
+        )
+        if note is not None:
+            budget.note = note
         change = "added" if budget.pk is None else "changed"
         budget.period, budget.max_tokens, budget.max_cost, budget.user = period, max_tokens, max_cost, person
         try:
@@ -213,6 +281,18 @@ def llm_budget_delete(*, by: User, tenant: Tenant, budget_id: object) -> LlmBudg
         detail={"change": "removed", "budget_id": removed_id, **_budget_detail(budget)},
     )
     return budget
+
+
+def _tune(language_model: LanguageModel, tuning: ModelTuning | None) -> list[str]:
+    """Apply ``tuning`` to ``language_model``; the names of the fields it changed."""
+    if tuning is None:
+        return []
+    changed = []
+    for field, value in vars(tuning).items():
+        if getattr(language_model, field) != value:
+            setattr(language_model, field, value)
+            changed.append(field)
+    return changed
 
 
 def _name_clean(name: str) -> str:

@@ -4,8 +4,10 @@ A budget's list shows what its tenant or person has used so far this period, sum
 records in the same query as the page (a correlated subquery per column, not a query per row). The
 form refuses a person who is not a member of the budget's tenant, and the model's constraints (one
 budget per tenant or person and period, at least one limit, no negative limit) come back as form
-errors. Usage records are the record budgets are summed from: nobody adds, edits or deletes them
-here, since deleting one would quietly give its tokens and cost back to the budget.
+errors. Every change is the console's service call (``llm_budget_save``, ``llm_budget_delete``),
+audited as ``budget.changed`` with the operator's name. Usage records are the record budgets are
+summed from: nobody adds, edits or deletes them here, since deleting one would quietly give its
+tokens and cost back to the budget.
 """
 
 from __future__ import annotations
@@ -38,12 +40,15 @@ from django.utils import timezone
 from django.utils.text import Truncator
 
 from accounts.models import Membership
+from accounts.service_admin import ServiceAdmin, admin_object_adopt, admin_operator
 from core.admin import LIST_TEXT_MAX_CHARS
 from core.csv_export import CSV_CHUNK_ROWS, RecordAdmin, csv_lines, csv_text
+from core.errors import InvalidInput
 from core.text_safety import text_unstorable_reason
 from language_models.governed.budgets import budget_period_bounds
 from language_models.governed.totals import usage_spent
 from language_models.models import BudgetPeriod, LlmBudget, LlmUsage
+from language_models.services import llm_budget_delete, llm_budget_save
 
 PERSON_NOT_MEMBER = (
     "{username} is not a member of {tenant}. Choose one of its members (or service clients), "
@@ -97,6 +102,13 @@ class LlmBudgetForm(forms.ModelForm):
         model = LlmBudget
         fields = ["tenant", "user", "period", "max_tokens", "max_cost", "note"]
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if self.instance.pk:
+            # A budget stays in its tenant: the services change a tenant's own budgets. Disabled,
+            # not read-only, so the one-budget-per-period constraints are still checked here.
+            self.fields["tenant"].disabled = True
+
     def clean_note(self) -> str:
         # Django refuses a NUL itself; an unpaired surrogate would fail PostgreSQL's insert.
         note: str = self.cleaned_data["note"]
@@ -118,7 +130,9 @@ class LlmBudgetForm(forms.ModelForm):
 
 
 @admin.register(LlmBudget)
-class LlmBudgetAdmin(admin.ModelAdmin):
+class LlmBudgetAdmin(ServiceAdmin):
+    # Another operator's budget for the same tenant (or person) and period, inserted first.
+    raced = (IntegrityError, InvalidInput)
     form = LlmBudgetForm
     list_display = [
         "tenant", "person", "period", "max_tokens", "tokens_used", "max_cost", "cost_used", "note_short",
@@ -132,20 +146,22 @@ class LlmBudgetAdmin(admin.ModelAdmin):
     def get_queryset(self, request: HttpRequest) -> QuerySet[LlmBudget]:
         return budgets_with_use(super().get_queryset(request), now=timezone.now())
 
-    def changeform_view(
-        self,
-        request: HttpRequest,
-        object_id: str | None = None,
-        form_url: str = "",
-        extra_context: dict[str, Any] | None = None,
-    ) -> HttpResponse:
-        try:
-            return super().changeform_view(request, object_id, form_url, extra_context)
-        except IntegrityError:
-            # Another operator saved the same tenant's (or person's) budget for the period between
-            # this form's checks and its insert; the admin's transaction is rolled back. Checked
-            # again, the form now says which budget is in the way instead of a server error.
-            return super().changeform_view(request, object_id, form_url, extra_context)
+    def save_model(self, request: HttpRequest, obj: LlmBudget, form: Any, change: bool) -> None:
+        data = form.cleaned_data
+        saved = llm_budget_save(
+            by=admin_operator(request),
+            tenant=obj.tenant,
+            budget_id=obj.pk if change else None,
+            period=data["period"],
+            max_tokens=data["max_tokens"],
+            max_cost=data["max_cost"],
+            person_id=data["user"].pk if data.get("user") is not None else None,
+            note=data.get("note") or "",
+        )
+        admin_object_adopt(obj, saved)
+
+    def delete_model(self, request: HttpRequest, obj: LlmBudget) -> None:
+        llm_budget_delete(by=admin_operator(request), tenant=obj.tenant, budget_id=obj.pk)
 
     @admin.display(description="person", ordering="user__username")
     def person(self, budget: LlmBudget) -> str:

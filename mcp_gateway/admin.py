@@ -8,12 +8,14 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 
 from accounts.admin import TenantAdmin
-from accounts.models import Tenant
+from accounts.models import Tenant, User
 from mcp_gateway.kernel.registry import default_registry
 from mcp_gateway.kernel.sessions import session_terminate
+from mcp_gateway.kernel.toolset_access import toolset_set_enabled
 from mcp_gateway.models import McpSession, TenantToolset, TerminationReason
 
 TERMINATED_MESSAGE = "Terminated {count} session(s)."
+TOOLSET_FIXED = "A row is one toolset's: to switch another, add a row for it."
 
 
 class _LiveFilter(admin.SimpleListFilter):
@@ -80,11 +82,29 @@ class McpSessionAdmin(admin.ModelAdmin):
         self.message_user(request, TERMINATED_MESSAGE.format(count=len(live)), messages.SUCCESS)
 
 
+class TenantToolsetForm(forms.ModelForm):
+    class Meta:
+        model = TenantToolset
+        fields = ["toolset", "enabled"]
+
+    def clean_toolset(self) -> str:
+        toolset: str = self.cleaned_data["toolset"]
+        if self.instance.pk and toolset != self.instance.toolset:
+            raise forms.ValidationError(TOOLSET_FIXED)
+        return toolset
+
+
 class TenantToolsetInline(admin.TabularInline):
+    """Saved by ``TenantWithToolsetsAdmin.save_formset`` through ``toolset_set_enabled``, as the
+    console and ``manage.py toolsets`` switch a toolset: each switch audited with the operator."""
+
     model = TenantToolset
+    form = TenantToolsetForm
     extra = 0
     fields = ["toolset", "enabled", "updated"]
     readonly_fields = ["updated"]
+    # Switch a toolset off (or on) instead: a deleted row would change the state unaudited.
+    can_delete = False
 
     def formfield_for_dbfield(self, db_field: Any, request: HttpRequest, **kwargs: Any) -> Any:
         if db_field.name == "toolset":
@@ -98,6 +118,28 @@ class TenantWithToolsetsAdmin(TenantAdmin):
     """The tenant page of ``accounts``, with the toolsets this app serves: accounts knows no toolset."""
 
     inlines = [*TenantAdmin.inlines, TenantToolsetInline]
+
+    def save_formset(self, request: HttpRequest, form: Any, formset: Any, change: bool) -> None:
+        if formset.model is not TenantToolset:
+            super().save_formset(request, form, formset, change)
+            return
+        assert isinstance(request.user, User)
+        tenant, registry = form.instance, default_registry()
+        # What the admin's change message and history read, as formset.save() would have set them.
+        formset.new_objects, formset.changed_objects, formset.deleted_objects = [], [], []
+        for row_form in formset.forms:
+            if not row_form.has_changed():
+                continue
+            toolset, enabled = row_form.cleaned_data["toolset"], row_form.cleaned_data["enabled"]
+            if not toolset_set_enabled(
+                tenant=tenant, toolset=toolset, enabled=enabled, registry=registry, by=request.user
+            ):
+                continue
+            row = TenantToolset.objects.get(tenant=tenant, toolset=toolset)
+            if row_form.instance.pk:
+                formset.changed_objects.append((row, row_form.changed_data))
+            else:
+                formset.new_objects.append(row)
 
 
 admin.site.unregister(Tenant)

@@ -5,7 +5,7 @@ The account is a real user with no usable password, a member of the tenant with 
 so everything downstream of a token (the hot path in ``mcp_gateway.transport.bearer``, rate limits, budgets,
 audit) treats a service client as it treats a person, and removing the membership or deactivating
 the account or tenant stops it at once. Operators create them with ``manage.py service_client`` or
-the admin, tenant admins on their portal page; all three come through here.
+the admin, tenant admins in their console (``portal.console.clients``); all three come through here.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from __future__ import annotations
 import secrets
 
 from django.db import transaction
-from django.db.models import QuerySet
+from django.db.models import OuterRef, QuerySet, Subquery
 from oauth2_provider.generators import generate_client_secret
 from oauth2_provider.models import Application
 
@@ -21,7 +21,7 @@ from accounts.models import Membership, Role, Tenant, User
 from core.audit.trail import audit_record
 from core.errors import InvalidInput, NotFound
 from core.models import AuditAction
-from core.text_safety import text_is_storable, text_unstorable_reason
+from core.text_safety import text_invisible_character, text_is_storable, text_unstorable_reason
 from oauth.models import ServiceClient
 from oauth.services import tokens_revoke_for_user
 
@@ -30,6 +30,7 @@ REGISTRATION_SOURCE = "service_client"
 BY_SERVICE_CLIENT_DELETE = "service-client-deleted"
 NAME_REQUIRED = "The service client needs a name."
 NAME_TOO_LONG = f"The name is longer than {NAME_MAX_LENGTH} characters."
+NAME_INVISIBLE = "The name contains an invisible or control character ({code}). Type it again."
 ROLE_UNKNOWN = "The role must be one of: " + ", ".join(Role.values) + "."
 SERVICE_CLIENT_NOT_FOUND = "No such service client."
 
@@ -42,6 +43,10 @@ def service_client_name_clean(*, name: object) -> str:
     reason = text_unstorable_reason(name)
     if reason is not None:
         raise InvalidInput(f"The name {reason}.", data={"field": "name"})
+    # A bidi override or zero-width character would make the name read as another one in every list.
+    code = text_invisible_character(name)
+    if code is not None:
+        raise InvalidInput(NAME_INVISIBLE.format(code=code), data={"field": "name"})
     if len(name) > NAME_MAX_LENGTH:
         raise InvalidInput(NAME_TOO_LONG, data={"field": "name"})
     return name
@@ -127,6 +132,19 @@ def service_client_list(*, tenant: Tenant | None = None) -> QuerySet[ServiceClie
     if tenant is not None:
         rows = rows.filter(tenant=tenant)
     return rows
+
+
+def service_client_list_with_roles(*, tenant: Tenant) -> QuerySet[ServiceClient]:
+    """``tenant``'s service clients by name, each with ``role_now``: the role its account holds in the
+    tenant now ("" once the membership is gone), read in the same query as the rows."""
+    role = Membership.objects.filter(user_id=OuterRef("account_id"), tenant_id=OuterRef("tenant_id")).values(
+        "role"
+    )[:1]
+    return (
+        service_client_list(tenant=tenant)
+        .annotate(role_now=Subquery(role))
+        .order_by("application__name", "pk")
+    )
 
 
 def service_client_role(*, service_client: ServiceClient) -> str:

@@ -14,9 +14,10 @@ urlpatterns = [
     path("sessions/", views.session_list, name="sessions"),
     path("sessions/end/", views.session_end, name="session-end"),
     path("sessions/end-all/", views.session_end_all, name="session-end-all"),
-    path("service-clients/", service_clients.service_client_page, name="service-clients"),
-    path("service-clients/create/", service_clients.service_client_add, name="service-client-create"),
-    path("service-clients/delete/", service_clients.service_client_remove, name="service-client-delete"),
+    # Moved into the console (portal.console.clients); the old addresses send people there.
+    path("service-clients/", service_clients.service_clients_moved, name="service-clients"),
+    path("service-clients/create/", service_clients.service_clients_moved, name="service-client-create"),
+    path("service-clients/delete/", service_clients.service_clients_moved, name="service-client-delete"),
     path("members/", members.member_page, name="members"),
     path("members/invite/", members.invitation_send, name="member-invite"),
     path("members/invitations/revoke/", members.invitation_cancel, name="invitation-revoke"),

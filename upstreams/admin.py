@@ -2,14 +2,15 @@
 
 The form saves through ``upstream_save`` while it is validated, so what the service refuses (a bad
 URL, a failed connection test, a tool name collision) is shown on the form beside the field it
-names, like any other form error, rather than as a server error after the form was accepted. A
+names, like any other form error, rather than as a server error after the form was accepted. Saves
+and deletions are audited by the service, with the staff member who made them. What the form shares
+with the tenant console's (parsing, write-only boxes) is ``upstreams.forms``. A
 stdio upstream runs a command on Gatehouse's machine: only superusers may create, change or delete
 one; other staff see stdio upstreams read-only and cannot pick the transport.
 """
 
 from __future__ import annotations
 
-import re
 from typing import Any, cast
 
 from django import forms
@@ -17,17 +18,23 @@ from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
+from accounts.models import User
 from accounts.scopes import scope_definitions
 from core.errors import InvalidInput
 from upstreams.check import UpstreamTestResult, left_out_lines
+from upstreams.forms import (
+    SECRET_NOT_SET,
+    SECRET_STORED,
+    ToolNamesField,
+    WriteOnlyTextarea,
+    secret_field,
+    text_lines,
+)
 from upstreams.models import Transport, Upstream
 from upstreams.services import upstream_remove, upstream_save, upstream_test
 
-SECRET_STORED = "Stored encrypted; never shown. Enter a new value to replace it."
-SECRET_NOT_SET = "Not set."
 ENV_HELP = "NAME=VALUE, one per line. Write-only: leave blank to keep the stored environment."
 ARGS_HELP = "One argument per line."
-TOOLS_HELP = "Tool names (the upstream's own), one per line or separated by commas."
 ENV_LINE = "Line {line} is not NAME=VALUE."
 ENV_BOTH = "Enter a new environment or remove the stored one, not both."
 SAVED_TESTED = "Connected: {summary}."
@@ -65,35 +72,20 @@ STATUS_FIELDS = {"env_status", "header_status", "oauth_secret_status"}
 RECORD_FIELDS = ["tool_names", "last_tested", "created", "updated"]
 
 
-def _lines(value: str) -> list[str]:
-    return [line.rstrip("\r") for line in value.split("\n") if line.strip()]
-
-
-def _names(value: str) -> list[str]:
-    return [name for name in re.split(r"[\s,]+", value) if name]
-
-
-class WriteOnlyTextarea(forms.Textarea):
-    """A text box that never renders a value back, not even what was just posted (like
-    ``PasswordInput(render_value=False)``)."""
-
-    def format_value(self, value: Any) -> str | None:
-        return None
+def _person(user: Any) -> User | None:
+    return user if isinstance(user, User) else None
 
 
 class UpstreamForm(forms.ModelForm):
-    # Set per request by UpstreamAdmin.get_form.
+    # Set per request by UpstreamAdmin.get_form: whether stdio is allowed, and who saves (audited).
     allow_stdio = False
+    by: User | None = None
 
     args = forms.CharField(
         required=False, strip=False, widget=forms.Textarea(attrs={"rows": 3}), help_text=ARGS_HELP
     )
-    include_tools = forms.CharField(
-        required=False, widget=forms.Textarea(attrs={"rows": 2}), help_text=TOOLS_HELP
-    )
-    exclude_tools = forms.CharField(
-        required=False, widget=forms.Textarea(attrs={"rows": 2}), help_text=TOOLS_HELP
-    )
+    include_tools = ToolNamesField()
+    exclude_tools = ToolNamesField()
     scopes = forms.MultipleChoiceField(widget=forms.CheckboxSelectMultiple, choices=())
     # Write-only: a stored secret is never rendered back, not even in the password box.
     env = forms.CharField(
@@ -104,19 +96,11 @@ class UpstreamForm(forms.ModelForm):
         help_text=ENV_HELP,
     )
     remove_env = forms.BooleanField(label="Remove the stored environment", required=False)
-    header_value = forms.CharField(
-        label="Header value",
-        required=False,
-        strip=True,
-        widget=forms.PasswordInput(render_value=False),
-        help_text="Write-only: leave blank to keep the stored value.",
+    header_value = secret_field(
+        label="Header value", help_text="Write-only: leave blank to keep the stored value."
     )
-    oauth_client_secret = forms.CharField(
-        label="OAuth client secret",
-        required=False,
-        strip=True,
-        widget=forms.PasswordInput(render_value=False),
-        help_text="Write-only: leave blank to keep the stored secret.",
+    oauth_client_secret = secret_field(
+        label="OAuth client secret", help_text="Write-only: leave blank to keep the stored secret."
     )
 
     class Meta:
@@ -137,17 +121,9 @@ class UpstreamForm(forms.ModelForm):
             ]
         if self.instance.pk:
             self.initial["args"] = "\n".join(str(a) for a in self.instance.args or ())
-            for name in ("include_tools", "exclude_tools"):
-                self.initial[name] = "\n".join(str(t) for t in getattr(self.instance, name) or ())
 
     def clean_args(self) -> list[str]:
-        return _lines(self.cleaned_data.get("args") or "")
-
-    def clean_include_tools(self) -> list[str]:
-        return _names(self.cleaned_data.get("include_tools") or "")
-
-    def clean_exclude_tools(self) -> list[str]:
-        return _names(self.cleaned_data.get("exclude_tools") or "")
+        return text_lines(self.cleaned_data.get("args") or "")
 
     def clean(self) -> dict[str, Any]:
         cleaned = super().clean() or {}
@@ -162,7 +138,7 @@ class UpstreamForm(forms.ModelForm):
         if not text.strip():
             return None
         env: dict[str, str] = {}
-        for number, line in enumerate(_lines(text), start=1):
+        for number, line in enumerate(text_lines(text), start=1):
             name, sep, value = line.partition("=")
             if not sep or not name.strip():
                 # The line itself may be a secret: only its number is said.
@@ -182,6 +158,7 @@ class UpstreamForm(forms.ModelForm):
                 header_value=self.cleaned_data.get("header_value") or None,
                 oauth_client_secret=self.cleaned_data.get("oauth_client_secret") or None,
                 env=self._env(),
+                by=self.by,
             )
         except InvalidInput as error:
             field = (error.data or {}).get("field")
@@ -212,6 +189,7 @@ class UpstreamAdmin(admin.ModelAdmin):
         form = cast(type[UpstreamForm], super().get_form(request, obj, change, **kwargs))
         # modelform_factory made this class for this request alone.
         form.allow_stdio = request.user.is_superuser
+        form.by = _person(request.user)
         return form
 
     def _stdio_guarded(self, request: HttpRequest, obj: Upstream | None) -> bool:
@@ -247,11 +225,11 @@ class UpstreamAdmin(admin.ModelAdmin):
             self._left_out(request, result)
 
     def delete_model(self, request: HttpRequest, obj: Upstream) -> None:
-        upstream_remove(upstream=obj)
+        upstream_remove(upstream=obj, by=_person(request.user))
 
     def delete_queryset(self, request: HttpRequest, queryset: QuerySet[Upstream]) -> None:
-        for upstream in queryset:
-            upstream_remove(upstream=upstream)
+        for upstream in queryset.select_related("tenant"):
+            upstream_remove(upstream=upstream, by=_person(request.user))
 
     def _left_out(self, request: HttpRequest, result: UpstreamTestResult, *, name: str = "") -> None:
         for line in left_out_lines(result):

@@ -30,6 +30,7 @@ from mcp_gateway.kernel.federated_names import DUPLICATE, SHADOWED, NamedKind, n
 from mcp_gateway.kernel.registry import default_registry
 from upstreams.catalog import upstream_lists
 from upstreams.config import UpstreamConfig, config_from_row
+from upstreams.egress import exception_egress_refusal, upstream_http_client
 from upstreams.models import AuthKind, Transport, Upstream
 from upstreams.oauth import upstream_oauth_forget
 from upstreams.pool import CLIENT_INFO, session_open
@@ -207,6 +208,9 @@ async def _describe(error: BaseException, config: UpstreamConfig) -> str:
     if config.transport == Transport.STDIO:
         return _describe_stdio(error, config)
     where = _where(config)
+    refusal = exception_egress_refusal(error)
+    if refusal is not None:
+        return f"could not connect to {where}: {refusal}"
     if isinstance(error, httpx2.ConnectError):
         root = _root(error)
         if isinstance(root, ConnectionRefusedError) or getattr(root, "errno", None) == errno.ECONNREFUSED:
@@ -282,7 +286,7 @@ async def _http_status(config: UpstreamConfig) -> int | None:
         },
     }
     try:
-        async with httpx2.AsyncClient(timeout=config.connect_timeout) as client:
+        async with upstream_http_client(timeout=httpx2.Timeout(config.connect_timeout)) as client:
             response = await client.post(config.url, json=body, headers=headers)
     except httpx2.HTTPError:
         return None

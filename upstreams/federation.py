@@ -32,6 +32,7 @@ from mcp_gateway.pipeline.audit_trail import audit_note
 from upstreams.catalog import Catalog, Published
 from upstreams.config import UpstreamConfig
 from upstreams.downstream import ForwardedCall
+from upstreams.egress import SETTING, exception_egress_refusal
 from upstreams.list_changes import ListChangeCoalescer
 from upstreams.metrics import metrics_upstream_call
 from upstreams.pool import PooledSession, UpstreamPool, error_describe, session_was_gone
@@ -47,6 +48,10 @@ METHODS: dict[Kind, str] = {"tool": "tools/call", "resource": "resources/read", 
 PASSED_THROUGH = {-32601, InvalidInput.jsonrpc_code, NotFound.jsonrpc_code}
 MAX_MESSAGE = 300
 CONNECTION_LOST = "its connection closed before it answered (it stopped, or was restarted)"
+ADDRESS_REFUSED = (
+    "its address is on a private network, which this deployment does not let upstreams reach "
+    f"(an operator allows private networks with {SETTING})"
+)
 
 
 class _LoopState:
@@ -249,6 +254,9 @@ def _error_reason(code: int, message: str) -> str:
 def _reason(error: BaseException) -> str:
     """What the caller is told: the kind of failure, never the upstream's internals (its URL may
     carry a key)."""
+    if exception_egress_refusal(error) is not None:
+        # Not the host or its address (the operator's log line has them), only why.
+        return ADDRESS_REFUSED
     while isinstance(error, BaseExceptionGroup) and error.exceptions:
         error = error.exceptions[0]
     if isinstance(error, MCPError):

@@ -47,6 +47,7 @@ from mcp.shared.auth import OAuthClientInformationFull, OAuthMetadata, OAuthToke
 from mcp.shared.auth_utils import calculate_token_expiry
 
 from upstreams.config import ConfigKey, UpstreamConfig
+from upstreams.egress import upstream_http_client
 
 
 @dataclass(eq=False)
@@ -167,7 +168,7 @@ class UpstreamOAuth(ClientCredentialsOAuthProvider):
 async def _issuer_discover(config: UpstreamConfig) -> str:
     """The authorization server the upstream's protected resource metadata names first; without
     such metadata, the upstream's origin."""
-    async with httpx2.AsyncClient(timeout=config.connect_timeout) as http:
+    async with upstream_http_client(timeout=httpx2.Timeout(config.connect_timeout)) as http:
         for url in build_protected_resource_metadata_discovery_urls(None, config.url):
             metadata = await handle_protected_resource_response(
                 await http.send(create_oauth_metadata_request(url))

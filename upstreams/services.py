@@ -6,6 +6,10 @@ connect is refused when it is entered, with the reason, rather than found at a c
 Its tool names, as published, are then checked against every other tool the tenant's clients see
 (Gatehouse's own and its other enabled upstreams'); a collision is refused here, with the prefix
 that would avoid it, and never settled silently at call time.
+
+Every save and removal is audited (``upstream.changed``) in the same transaction: who (``by``; none
+from the command line), which upstream, and the names of the fields that changed. A credential is
+named as replaced or removed, never given.
 """
 
 from __future__ import annotations
@@ -16,9 +20,11 @@ from collections.abc import Mapping
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from accounts.models import Tenant
+from accounts.models import Tenant, User
+from core.audit.trail import audit_record
 from core.crypto import secret_encrypt
 from core.errors import InvalidInput
+from core.models import AuditAction
 from mcp_gateway.kernel.registry import default_registry
 from upstreams.check import UpstreamTestResult, upstream_test
 from upstreams.models import Upstream
@@ -35,6 +41,33 @@ NAMES_TAKEN = "Tool names already taken: {taken}."
 SUGGEST_PREFIX = "Turn on prefix tools to publish them as {prefixed}."
 SUGGEST_EXCLUDE = "Exclude these tools, or rename the upstream."
 
+# The fields an audit row compares, besides the write-only ones (named by what happened to them).
+AUDITED_FIELDS = (
+    "name",
+    "transport",
+    "url",
+    "command",
+    "args",
+    "cwd",
+    "connect_timeout_seconds",
+    "call_timeout_seconds",
+    "include_tools",
+    "exclude_tools",
+    "prefix_tools",
+    "scopes",
+    "enabled",
+    "auth",
+    "header_name",
+    "oauth_client_id",
+    "oauth_scope",
+    "pass_identity",
+)
+SECRET_FIELDS = {
+    "env": "env_encrypted",
+    "header_value": "header_value_encrypted",
+    "oauth_client_secret": "oauth_client_secret_encrypted",
+}
+
 
 def upstream_save(
     *,
@@ -43,12 +76,14 @@ def upstream_save(
     header_value: str | None = None,
     oauth_client_secret: str | None = None,
     env: Mapping[str, str] | None = None,
+    by: User | None = None,
 ) -> UpstreamTestResult | None:
     """Validate and save ``upstream`` (new or changed). The secrets given replace the stored ones
     (``None`` keeps them; an empty value clears them) and are stored encrypted only. An enabled
     upstream is tested and checked for tool name collisions first; the test's result is returned
     (``None`` for a disabled upstream, which is saved without connecting). Raises
-    ``InvalidInput`` (its data naming the field when there is one) for anything refused."""
+    ``InvalidInput`` (its data naming the field when there is one) for anything refused. ``by``
+    is who is saving it, for the audit row."""
     upstream_validate(
         upstream=upstream,
         allow_stdio=allow_stdio,
@@ -76,6 +111,7 @@ def upstream_save(
     with transaction.atomic():
         # One save per tenant at a time: two upstreams saved at once cannot both take a name.
         Tenant.objects.select_for_update().filter(pk=upstream.tenant_id).exists()
+        before = _stored(upstream)
         if upstream.enabled:
             _refuse_collisions(upstream=upstream)
         try:
@@ -83,14 +119,72 @@ def upstream_save(
                 upstream.save()
         except IntegrityError:
             raise InvalidInput(NAME_TAKEN.format(name=upstream.name), data={"field": "name"}) from None
+        _audit(
+            upstream=upstream,
+            upstream_id=upstream.pk,
+            by=by,
+            change="added" if before is None else "changed",
+            fields=_changed(before=before, upstream=upstream),
+        )
     upstream_configs_forget(tenant_id=upstream.tenant_id)
     return result
 
 
-def upstream_remove(*, upstream: Upstream) -> None:
+def upstream_remove(*, upstream: Upstream, by: User | None = None) -> None:
+    """Remove ``upstream``; ``by`` is who removed it, for the audit row."""
     tenant_id = upstream.tenant_id
-    upstream.delete()
+    with transaction.atomic():
+        removed_id = upstream.pk
+        upstream.delete()
+        _audit(upstream=upstream, upstream_id=removed_id, by=by, change="removed", fields=[])
     upstream_configs_forget(tenant_id=tenant_id)
+
+
+def _stored(upstream: Upstream) -> dict[str, object] | None:
+    """The row as stored before this save (None for a new upstream)."""
+    if upstream.pk is None:
+        return None
+    return Upstream.objects.filter(pk=upstream.pk).values(*AUDITED_FIELDS, *SECRET_FIELDS.values()).first()
+
+
+def _changed(*, before: dict[str, object] | None, upstream: Upstream) -> list[str]:
+    """The names of the fields whose value this save changes (for a new upstream: those set).
+    A write-only field is compared by its ciphertext, which a new value always changes."""
+    names = []
+    for name in AUDITED_FIELDS:
+        value = getattr(upstream, name)
+        if (before is None and value not in ("", [], None, False)) or (
+            before is not None and before.get(name) != value
+        ):
+            names.append(name)
+    for name, column in SECRET_FIELDS.items():
+        value = getattr(upstream, column)
+        if (before is None and value) or (before is not None and before.get(column) != value):
+            names.append(name)
+    return names
+
+
+def _audit(
+    *, upstream: Upstream, upstream_id: int | None, by: User | None, change: str, fields: list[str]
+) -> None:
+    detail: dict[str, object] = {
+        "change": change,
+        "upstream_id": upstream_id,
+        "transport": upstream.transport,
+        "enabled": upstream.enabled,
+    }
+    if change != "removed":
+        detail["fields"] = fields
+        for name, column in SECRET_FIELDS.items():
+            if name in fields:
+                detail[name] = "replaced" if getattr(upstream, column) else "removed"
+    audit_record(
+        action=AuditAction.UPSTREAM_CHANGED,
+        user=by,
+        tenant=upstream.tenant,
+        target=upstream.name,
+        detail=detail,
+    )
 
 
 def _refuse_collisions(*, upstream: Upstream) -> None:

@@ -1,7 +1,9 @@
 """Open the byte streams of one upstream session, with Gatehouse's own credentials: the SDK's
 Streamable HTTP, SSE and stdio client transports, and its OAuth client-credentials provider (which
 discovers the upstream's authorization server from its metadata; ``upstreams.oauth``). The caller's
-token is never sent: only, when the upstream asks for it, who the caller is, as plain headers."""
+token is never sent: only, when the upstream asks for it, who the caller is, as plain headers.
+Every HTTP request goes through ``upstreams.egress``, which refuses addresses upstreams may not
+reach."""
 
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
 from upstreams.config import UpstreamConfig
+from upstreams.egress import upstream_http_client
 from upstreams.models import AuthKind, Transport
 from upstreams.oauth import upstream_oauth
 
@@ -65,13 +68,14 @@ async def upstream_streams(config: UpstreamConfig, *, identity: Mapping[str, str
             headers=headers,
             timeout=config.connect_timeout,
             sse_read_timeout=max(STREAM_READ_SECONDS, config.call_timeout),
+            httpx_client_factory=upstream_http_client,
             auth=auth,
         ) as streams:
             yield streams
         return
     timeout = httpx2.Timeout(config.connect_timeout, read=max(STREAM_READ_SECONDS, config.call_timeout))
     async with (
-        httpx2.AsyncClient(headers=headers, auth=auth, timeout=timeout) as client,
+        upstream_http_client(headers=headers, auth=auth, timeout=timeout) as client,
         streamable_http_client(config.url, http_client=client) as streams,
     ):
         yield streams

@@ -18,6 +18,7 @@ from urllib.parse import urlsplit
 from accounts.scopes import scope_definitions
 from core.errors import InvalidInput
 from core.text_safety import text_unstorable_reason
+from upstreams.egress import EgressRefused, egress_check
 from upstreams.models import AuthKind, Transport, Upstream
 
 NAME_PATTERN = re.compile(r"[a-z0-9][a-z0-9-]{0,39}")
@@ -44,6 +45,7 @@ RESERVED_HEADERS = frozenset(
 )
 
 MAX_URL = 2000
+DEFAULT_PORTS = {"http": 80, "https": 443}
 MAX_COMMAND = 1000
 MAX_ARGS = 100
 MAX_ARG = 2000
@@ -106,7 +108,8 @@ def _timeout(field: str, value: Any, bounds: tuple[float, float]) -> None:
 
 def url_validate(*, url: Any, field: str = "url") -> str:
     """An http(s) URL with a host, without credentials (they belong in the header or OAuth
-    settings, stored encrypted, not in a URL shown in lists and logs)."""
+    settings, stored encrypted, not in a URL shown in lists and logs), whose host is not, and does
+    not resolve to, a private address this deployment keeps upstreams from."""
     _text(field, url, max_length=MAX_URL, required=True)
     if any(c.isspace() for c in url):
         raise _refuse(field, f"{field}: must not contain spaces.")
@@ -124,6 +127,12 @@ def url_validate(*, url: Any, field: str = "url") -> str:
         )
     if port == 0:
         raise _refuse(field, f"{field}: port 0 is not a port.")
+    # Early, for a clear answer at the field: each connection is checked again (upstreams.egress),
+    # since what a name resolves to may change after it is saved.
+    try:
+        egress_check(host=parts.hostname, port=port or DEFAULT_PORTS[parts.scheme])
+    except EgressRefused as refusal:
+        raise _refuse(field, f"{field}: {refusal}.") from None
     return url
 
 

@@ -1,30 +1,33 @@
 """Operators configure a tenant's identity provider (``accounts.sign_in``): the client secret is
-write-only, the email domains and the role map are written as text and checked line by line."""
+write-only, the email domains and the role map are written as text and checked line by line
+(``sign_in.forms``, the checks the tenant console's form shares). Everything is the operators'
+here; a tenant's admins change the connection and role mapping in the console."""
 
 from __future__ import annotations
 
-import re
 from typing import Any
-from urllib.parse import urlsplit
 
 from django import forms
 from django.contrib import admin
 from django.http import HttpRequest
 
-from accounts.models import ROLE_MAP_HELP, IdentityProvider
-from accounts.sign_in.roles import role_map_parse, role_map_text
+from accounts.models import IdentityProvider
+from accounts.sign_in.forms import (
+    DOMAIN_INVALID,
+    ISSUER_NOT_HTTPS,
+    ProviderChecks,
+    client_secret_field,
+    issuer_field,
+    role_map_field,
+)
+from accounts.sign_in.roles import role_map_text
 from core.crypto import secret_encrypt
-from core.loopback import is_loopback_address
-from core.text_safety import text_unstorable_reason
+
+# Re-exported: the admin's tests name the messages where the admin shows them.
+__all__ = ["DOMAIN_INVALID", "ISSUER_NOT_HTTPS", "IdentityProviderAdmin", "IdentityProviderForm"]
 
 SECRET_STORED = "Stored encrypted; never shown. Enter a new secret to replace it."
 SECRET_NONE = "None stored (a public client, PKCE only)."
-SECRET_HELP = "Leave blank to keep the stored secret."
-ISSUER_NOT_HTTPS = "The issuer must be an https URL (http only for a provider on this machine)."
-ISSUER_HAS_QUERY = "The issuer is a plain URL, without a query or fragment."
-DOMAIN_INVALID = "{domain!r} is not an email domain (such as example.com)."
-DOMAINS_MAX = 50
-DOMAIN = re.compile(r"^(?=.{1,253}$)([a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z]{2,63}$")
 FIELDS = [
     "tenant",
     "name",
@@ -41,15 +44,10 @@ FIELDS = [
 ]
 
 
-class IdentityProviderForm(forms.ModelForm):
-    client_secret = forms.CharField(
-        label="Client secret",
-        required=False,
-        strip=True,
-        max_length=1000,
-        widget=forms.PasswordInput(render_value=False),
-        help_text=SECRET_HELP,
-    )
+class IdentityProviderForm(ProviderChecks, forms.ModelForm):
+    """Everything of a provider, the checks shared with the console's form (``sign_in.forms``)."""
+
+    client_secret = client_secret_field()
     email_domains_text = forms.CharField(
         label="Email domains",
         required=False,
@@ -57,19 +55,8 @@ class IdentityProviderForm(forms.ModelForm):
         widget=forms.Textarea(attrs={"rows": 2}),
         help_text="Separated by commas or spaces: the sign-in page sends these addresses here.",
     )
-    # Declared for assume_scheme: a bare host is read as https, as Django 6 will by default.
-    issuer = forms.URLField(
-        max_length=500,
-        assume_scheme="https",
-        help_text="The provider's issuer URL; discovery is at <issuer>/.well-known/openid-configuration.",
-    )
-    role_map_text = forms.CharField(
-        label="Role map",
-        required=False,
-        max_length=20_000,
-        widget=forms.Textarea(attrs={"rows": 4}),
-        help_text=ROLE_MAP_HELP,
-    )
+    issuer = issuer_field()
+    role_map_text = role_map_field()
 
     class Meta:
         model = IdentityProvider
@@ -89,44 +76,6 @@ class IdentityProviderForm(forms.ModelForm):
         if self.instance.pk:
             self.fields["email_domains_text"].initial = ", ".join(self.instance.email_domains)
             self.fields["role_map_text"].initial = role_map_text(role_map=self.instance.role_map)
-
-    def clean_issuer(self) -> str:
-        issuer = str(self.cleaned_data["issuer"]).rstrip("/")
-        parts = urlsplit(issuer)
-        if parts.query or parts.fragment:
-            raise forms.ValidationError(ISSUER_HAS_QUERY)
-        if parts.scheme != "https" and not (parts.scheme == "http" and is_loopback_address(parts.hostname)):
-            raise forms.ValidationError(ISSUER_NOT_HTTPS)
-        return issuer
-
-    def clean_email_domains_text(self) -> list[str]:
-        domains: list[str] = []
-        for domain in re.split(r"[\s,]+", str(self.cleaned_data.get("email_domains_text", "")).lower()):
-            if not domain:
-                continue
-            if not DOMAIN.match(domain):
-                raise forms.ValidationError(DOMAIN_INVALID.format(domain=domain[:100]))
-            if domain not in domains:
-                domains.append(domain)
-        if len(domains) > DOMAINS_MAX:
-            raise forms.ValidationError(f"At most {DOMAINS_MAX} domains.")
-        return domains
-
-    def clean_role_map_text(self) -> dict[str, str]:
-        text = str(self.cleaned_data.get("role_map_text", ""))
-        reason = text_unstorable_reason(text)
-        if reason is not None:
-            raise forms.ValidationError(f"The role map {reason}.")
-        try:
-            return role_map_parse(text=text)
-        except ValueError as problem:
-            raise forms.ValidationError(str(problem)) from None
-
-    def clean_role_claim(self) -> str:
-        claim = str(self.cleaned_data["role_claim"]).strip()
-        if not re.fullmatch(r"[A-Za-z0-9_:/-]+(\.[A-Za-z0-9_:/-]+)*", claim):
-            raise forms.ValidationError("A claim name, or a dotted path such as realm_access.roles.")
-        return claim
 
     def save(self, commit: bool = True) -> IdentityProvider:
         provider: IdentityProvider = super().save(commit=False)

@@ -12,7 +12,8 @@ killed sibling left behind included: the directory is looked at again every
 ``_SCAN_INTERVAL_SECONDS``), and on demand with ``manage.py audit_spool_replay``. Rows keep their
 ``event_id``, so replaying a file twice, or a row that had in fact been stored, stores it once;
 ``gatehouse_audit_spool_replayed_total`` counts the rows replayed and
-``gatehouse_audit_spool_backlog`` (read at each scrape) the rows still waiting.
+``gatehouse_audit_spool_backlog`` (read at each scrape) the rows still waiting, counted by
+``audit_spool_backlog`` as the operators' dashboard counts them.
 
 A file is locked (``flock``) while it is appended to or replayed, so a writer and a replayer in
 different processes never interleave; a writer whose file was replayed away opens a new one.
@@ -32,7 +33,7 @@ import threading
 import time
 import uuid
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import asdict, fields
+from dataclasses import asdict, dataclass, fields
 from datetime import datetime
 from pathlib import Path
 from typing import IO
@@ -208,6 +209,35 @@ def audit_spool_pending(*, directory: Path | None = None) -> int:
     return len(list(_spool_files(directory)))
 
 
+@dataclass(frozen=True)
+class SpoolBacklog:
+    """The rows waiting in a spool directory: its files read, their lines, and the files that could
+    not be read (another user's process wrote them)."""
+
+    directory: str
+    files: int
+    rows: int
+    unreadable: int
+
+
+def audit_spool_backlog(*, directory: Path | None = None) -> SpoolBacklog:
+    """Count the rows waiting in ``directory`` (``AUDIT_SPOOL_DIR`` by default), every process's
+    files: one line is one row. A missing directory is an empty spool."""
+    directory = directory or spool_dir()
+    files = rows = unreadable = 0
+    for path in _spool_files(directory):
+        try:
+            with path.open("rb") as handle:
+                rows += sum(chunk.count(b"\n") for chunk in iter(lambda: handle.read(1 << 16), b""))
+        except FileNotFoundError:
+            continue  # replayed (and deleted) while we looked
+        except OSError:
+            unreadable += 1
+            continue
+        files += 1
+    return SpoolBacklog(directory=str(directory), files=files, rows=rows, unreadable=unreadable)
+
+
 def audit_spool_replay(*, directory: Path | None = None) -> int:
     """Insert every spooled row and delete the files replayed; the number of rows newly stored.
 
@@ -266,14 +296,7 @@ class _BacklogCollector(Collector):
         yield GaugeMetricFamily(_BACKLOG, _BACKLOG_HELP)
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
-        rows = 0
-        for path in _spool_files():
-            try:
-                with path.open("rb") as handle:
-                    rows += sum(chunk.count(b"\n") for chunk in iter(lambda: handle.read(1 << 16), b""))
-            except OSError:
-                continue
-        yield GaugeMetricFamily(_BACKLOG, _BACKLOG_HELP, value=rows)
+        yield GaugeMetricFamily(_BACKLOG, _BACKLOG_HELP, value=audit_spool_backlog().rows)
 
 
 metrics_collector_register(_BacklogCollector())

@@ -1,4 +1,5 @@
-"""Which toolsets a tenant has enabled.
+"""Which toolsets a tenant has enabled, and the one way to switch one (``toolset_set_enabled``:
+the console, the admin's tenant page and ``manage.py toolsets`` alike, each switch audited).
 
 Read on every MCP request, so it is cached per process for a few seconds: an operator's change
 takes effect within ``MCP_TOOLSET_CACHE_SECONDS`` everywhere, without a query on the hot path (at
@@ -9,9 +10,13 @@ from __future__ import annotations
 
 import time
 
-from accounts.models import Tenant
+from django.db import transaction
+
+from accounts.models import Tenant, User
+from core.audit.trail import audit_record
 from core.conf import gatehouse_settings
 from core.db import db_call
+from core.models import AuditAction
 from mcp_gateway.kernel.registry import Registry
 from mcp_gateway.models import TenantToolset
 
@@ -58,12 +63,51 @@ def toolsets_enabled(*, tenant_id: int, registry: Registry) -> frozenset[str]:
     return result
 
 
-def toolset_set_enabled(*, tenant: Tenant, toolset: str, enabled: bool, registry: Registry) -> TenantToolset:
+def toolset_set_enabled(
+    *,
+    tenant: Tenant,
+    toolset: str,
+    enabled: bool,
+    registry: Registry,
+    by: User | None = None,
+    via: str = "",
+) -> bool:
+    """Switch ``toolset`` on or off for ``tenant``; whether that changed anything.
+
+    A switch is audited as ``toolset.switched`` in the same transaction, with who (``by``) or, when
+    nobody signed in did it, the tool that did (``via``: "manage.py toolsets"), and ``from``/``to``.
+    The state the toolset already has writes nothing and records nothing. ``ValueError`` for a
+    toolset this deployment does not serve.
+    """
     if registry.toolset(toolset) is None:
         known = ", ".join(sorted(t.name for t in registry.toolsets))
         raise ValueError(f"Unknown toolset {toolset!r}. This deployment serves: {known}.")
-    row, _ = TenantToolset.objects.update_or_create(
-        tenant=tenant, toolset=toolset, defaults={"enabled": enabled}
-    )
-    _cache.pop(tenant.pk, None)
-    return row
+    with transaction.atomic():
+        # The tenant's row lock puts two switches one after the other, so "from" is true.
+        list(Tenant.objects.select_for_update().filter(pk=tenant.pk).values_list("pk", flat=True))
+        # Not this process's cached answer: another worker may have switched it since.
+        _cache.pop(tenant.pk, None)
+        before = toolset in toolsets_enabled(tenant_id=tenant.pk, registry=registry)
+        _cache.pop(tenant.pk, None)
+        if before == enabled:
+            return False
+        TenantToolset.objects.update_or_create(tenant=tenant, toolset=toolset, defaults={"enabled": enabled})
+        audit_record(
+            action=AuditAction.TOOLSET_SWITCHED,
+            user=by,
+            tenant=tenant,
+            target=toolset,
+            detail={
+                "toolset": toolset,
+                "from": _state(before),
+                "to": _state(enabled),
+                **({"via": via} if via else {}),
+            },
+        )
+        # A read in this process between the write and the commit would cache the old answer.
+        transaction.on_commit(lambda: toolsets_cache_forget(tenant_id=tenant.pk))
+    return True
+
+
+def _state(enabled: bool) -> str:
+    return "on" if enabled else "off"

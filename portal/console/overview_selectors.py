@@ -4,23 +4,23 @@ tools, model spend per day and against each budget, connected clients and live M
 Every figure is an aggregate computed in the database (a ``GROUP BY`` per series), so the number of
 queries is the same whatever the number of audit or usage rows. Days are UTC, as budgets count them,
 and every day of the range is present, with zeros, so a chart's axis has no gaps.
+
+Tool calls are read from the daily rollup (``core.audit.rollup``) for the days it holds and
+aggregated live from the audit rows for the others (today, a day not rolled up yet): the same
+figures as aggregating every day live, without reading a busy tenant's million rows per request.
 """
 
 from __future__ import annotations
 
-import math
-from collections import defaultdict
 from dataclasses import dataclass
-from datetime import UTC, date, datetime, time, timedelta
+from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
-from django.db import connection
-from django.db.models import Aggregate, Count, FloatField, Q, QuerySet, Sum
-from django.db.models.functions import TruncDate
+from django.db.models import Count, Q, Sum
 
+from core.audit.rollup.selectors import ToolDay, ToolUse, day_split_read, tool_day_list, tool_use_list_busiest
 from core.conf import gatehouse_settings
-from core.models import AuditAction, AuditEvent, AuditOutcome
 from language_models.governed.budgets import budget_counted_records, budget_period_bounds
 from language_models.governed.totals import Spent, usage_totals
 from language_models.models import BudgetPeriod, LlmBudget
@@ -30,25 +30,6 @@ from oauth.models import AccessToken
 OVERVIEW_DAYS = 30
 BUSIEST_TOOLS = 10
 CLIENTS_SHOWN = 10
-PERCENTILES = {"p50": 0.5, "p95": 0.95}
-
-
-@dataclass(frozen=True)
-class ToolDay:
-    """One UTC day's tool calls; the percentiles are of the calls that carry a duration (None if none)."""
-
-    day: date
-    calls: int = 0
-    errors: int = 0
-    p50_ms: float | None = None
-    p95_ms: float | None = None
-
-
-@dataclass(frozen=True)
-class ToolUse:
-    name: str
-    calls: int
-    errors: int
 
 
 @dataclass(frozen=True)
@@ -91,14 +72,6 @@ class Overview:
         return sum(day.errors for day in self.tool_days)
 
 
-class _Percentile(Aggregate):
-    """PostgreSQL's ``percentile_cont``: the percentile of a group, interpolated between rows."""
-
-    function = "percentile_cont"
-    template = "%(function)s(%(fraction)s) WITHIN GROUP (ORDER BY %(expressions)s)"
-    output_field = FloatField()
-
-
 def overview_read(*, tenant_id: int, now: datetime) -> Overview:
     """The tenant's overview for the ``OVERVIEW_DAYS`` UTC days that end today (``now``'s day)."""
     last_day = now.astimezone(UTC).date()
@@ -118,55 +91,21 @@ def overview_read(*, tenant_id: int, now: datetime) -> Overview:
 
 
 def tool_call_list_per_day(*, tenant_id: int, first_day: date, last_day: date) -> list[ToolDay]:
-    """Calls, errors (any outcome but ``ok``) and p50/p95 duration of the tenant's tool calls, per day.
-
-    PostgreSQL computes the percentiles in the same ``GROUP BY``; elsewhere (the SQLite file of a
-    development run) one more query reads the day's durations in order and they are interpolated here
-    the way ``percentile_cont`` does, fine for the size of such a database.
-    """
-    calls = _tool_calls(tenant_id=tenant_id, first_day=first_day, last_day=last_day).annotate(
-        day=TruncDate("created", tzinfo=UTC)
-    )
-    sums: dict[str, Any] = {"calls": Count("id"), "errors": Count("id", filter=~Q(outcome=AuditOutcome.OK))}
-    postgres = connection.vendor == "postgresql"
-    if postgres:
-        sums |= {name: _Percentile("duration_ms", fraction=f) for name, f in PERCENTILES.items()}
-    rows = {row["day"]: row for row in calls.values("day").annotate(**sums).order_by()}
-    if not postgres:
-        durations: dict[date, list[float]] = defaultdict(list)
-        timed = calls.filter(duration_ms__isnull=False).order_by("day", "duration_ms")
-        for day, duration in timed.values_list("day", "duration_ms"):
-            if duration is not None:  # filtered out above; mypy cannot know
-                durations[day].append(duration)
-        for day, row in rows.items():
-            row |= {name: _percentile(durations[day], f) for name, f in PERCENTILES.items()}
-    empty: dict[str, Any] = {"calls": 0, "errors": 0, "p50": None, "p95": None}
-    days = []
-    for day in _days(first_day=first_day, last_day=last_day):
-        row = rows.get(day, empty)
-        days.append(
-            ToolDay(
-                day=day,
-                calls=row["calls"],
-                errors=row["errors"],
-                p50_ms=_rounded(row["p50"]),
-                p95_ms=_rounded(row["p95"]),
-            )
-        )
-    return days
+    """Calls, errors (any outcome but ``ok``) and p50/p95 duration of the tenant's tool calls, per day:
+    the rolled-up days' ``ToolCallDayTotal`` rows, the others aggregated live
+    (``core.audit.rollup.selectors.tool_day_list``)."""
+    split = day_split_read(first_day=first_day, last_day=last_day)
+    return tool_day_list(tenant_id=tenant_id, split=split)
 
 
 def tool_list_busiest(
     *, tenant_id: int, first_day: date, last_day: date, limit: int = BUSIEST_TOOLS
 ) -> list[ToolUse]:
-    """The tenant's most called tools, most calls first (then by name), with their errors."""
-    rows = (
-        _tool_calls(tenant_id=tenant_id, first_day=first_day, last_day=last_day)
-        .values("target")
-        .annotate(calls=Count("id"), errors=Count("id", filter=~Q(outcome=AuditOutcome.OK)))
-        .order_by("-calls", "target")[:limit]
-    )
-    return [ToolUse(name=row["target"], calls=row["calls"], errors=row["errors"]) for row in rows]
+    """The tenant's most called tools, most calls first (then by name), with their errors: the
+    rolled-up days' ``ToolCallDay`` rows and the others' audit rows added up in one query
+    (``core.audit.rollup.selectors.tool_use_list_busiest``)."""
+    split = day_split_read(first_day=first_day, last_day=last_day)
+    return tool_use_list_busiest(tenant_id=tenant_id, split=split, limit=limit)
 
 
 def budget_list_with_spend(*, tenant_id: int, now: datetime) -> list[BudgetUse]:
@@ -232,30 +171,5 @@ def session_count_live(*, tenant_id: int, now: datetime) -> int:
     ).count()
 
 
-def _tool_calls(*, tenant_id: int, first_day: date, last_day: date) -> QuerySet[AuditEvent]:
-    start = datetime.combine(first_day, time.min, tzinfo=UTC)
-    end = datetime.combine(last_day + timedelta(days=1), time.min, tzinfo=UTC)
-    return AuditEvent.objects.filter(
-        tenant_id=tenant_id, action=AuditAction.TOOL_CALLED, created__gte=start, created__lt=end
-    )
-
-
-def _days(*, first_day: date, last_day: date) -> list[date]:
-    return [first_day + timedelta(days=n) for n in range((last_day - first_day).days + 1)]
-
-
 def _whose(budget: LlmBudget) -> str:
     return "tenant" if budget.user_id is None else f"person{budget.user_id}"
-
-
-def _percentile(ordered: list[float], fraction: float) -> float | None:
-    """``percentile_cont``'s answer for values in ascending order: linear between the two nearest."""
-    if not ordered:
-        return None
-    position = fraction * (len(ordered) - 1)
-    below, above = math.floor(position), math.ceil(position)
-    return ordered[below] + (ordered[above] - ordered[below]) * (position - below)
-
-
-def _rounded(value: float | None) -> float | None:
-    return None if value is None else round(value, 1)

@@ -19,8 +19,11 @@ from portal.console.access import ConsoleTenant, console_tenant
 SECTIONS = [
     ("overview", "Overview"),
     ("members", "Members"),
+    ("identity-provider", "Sign-in"),
     ("tools", "Tools"),
+    ("upstreams", "Upstreams"),
     ("models", "Models and budgets"),
+    ("clients", "Service clients"),
     ("usage", "Usage and audit"),
 ]
 

@@ -1,18 +1,19 @@
 """The console's tools section: the toolsets this deployment serves, on or off for the tenant, each
-tool with the scopes it needs; the tenant's upstream servers, listed. Admins switch a toolset on or
-off (``toolsets.console_toolset_switch``); others see the same page without forms."""
+tool with the scopes it needs; the tenant's upstream servers, listed, with a link to their own page
+(``upstreams``), where admins add, test and remove them. Admins switch a toolset on or off
+(``toolsets.console_toolset_switch``); others see the same page without forms."""
 
 from __future__ import annotations
 
 from django.contrib import messages
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect
-from django.views.decorators.http import require_GET, require_POST
+from django.views.decorators.http import require_GET
 
-from core.errors import GatehouseError, InvalidInput
+from core.errors import InvalidInput
 from mcp_gateway.kernel.registry import default_registry
-from oauth.parameter_guard import request_unsafe_parameter
 from portal.console.access import ConsoleTenant
+from portal.console.changes import console_change
 from portal.console.pages import console_page, console_render
 from portal.console.toolsets import console_toolset_list, console_toolset_switch, console_upstream_list
 
@@ -21,33 +22,6 @@ ALREADY = "{toolset} was already {state} for {tenant}."
 STATE_UNKNOWN = "Say whether to switch the toolset on or off."
 STATES = {"on": True, "off": False}
 TEMPLATE = "console/tools.html"
-
-
-@require_GET
-@console_page
-def tools(request: HttpRequest, console: ConsoleTenant) -> HttpResponse:
-    return _page(request, console)
-
-
-@require_POST
-@console_page
-def toolset_toggle(request: HttpRequest, console: ConsoleTenant) -> HttpResponse:
-    console.require_admin()
-    problem = request_unsafe_parameter(request)
-    if problem is not None:
-        return _page(request, console, error=problem, status=400)
-    name, state = str(request.POST.get("toolset", "")), str(request.POST.get("state", ""))
-    try:
-        if state not in STATES:
-            raise InvalidInput(STATE_UNKNOWN)
-        changed = console_toolset_switch(
-            console=console, toolset=name, enabled=STATES[state], registry=default_registry()
-        )
-    except GatehouseError as error:
-        return _page(request, console, error=error.message, status=error.http_status)
-    message = SWITCHED if changed else ALREADY
-    messages.success(request, message.format(toolset=name, state=state, tenant=console.tenant.name))
-    return redirect("console:tools", slug=console.tenant.slug)
 
 
 def _page(
@@ -59,3 +33,22 @@ def _page(
         "error": error,
     }
     return console_render(request, console, TEMPLATE, context, status=status)
+
+
+@require_GET
+@console_page
+def tools(request: HttpRequest, console: ConsoleTenant) -> HttpResponse:
+    return _page(request, console)
+
+
+@console_change(page=_page)
+def toolset_toggle(request: HttpRequest, console: ConsoleTenant) -> HttpResponse:
+    name, state = str(request.POST.get("toolset", "")), str(request.POST.get("state", ""))
+    if state not in STATES:
+        raise InvalidInput(STATE_UNKNOWN)
+    changed = console_toolset_switch(
+        console=console, toolset=name, enabled=STATES[state], registry=default_registry()
+    )
+    message = SWITCHED if changed else ALREADY
+    messages.success(request, message.format(toolset=name, state=state, tenant=console.tenant.name))
+    return redirect("console:tools", slug=console.tenant.slug)

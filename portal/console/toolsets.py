@@ -1,18 +1,15 @@
 """What the console's tools section reads (the deployment's toolsets, on or off for a tenant, and
 the tenant's upstream servers) and the one change it makes: a toolset switched on or off, through
-``toolset_set_enabled`` as the admin and ``manage.py toolsets`` do, audited with who and what."""
+``toolset_set_enabled`` as the admin and ``manage.py toolsets`` do, which audits it with who and what."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from django.db import transaction
 from django.db.models import QuerySet
 
 from accounts.models import Tenant
-from core.audit.trail import audit_record
 from core.errors import InvalidInput
-from core.models import AuditAction
 from mcp_gateway.kernel.registry import Registry, ToolSpec
 from mcp_gateway.kernel.toolset_access import toolset_set_enabled, toolsets_cache_forget, toolsets_enabled
 from portal.console.access import ConsoleTenant
@@ -74,24 +71,9 @@ def console_toolset_switch(
     console.require_admin()
     if registry.toolset(toolset) is None:
         raise InvalidInput(UNKNOWN_TOOLSET.format(name=toolset[:NAME_SHOWN]))
-    tenant = console.tenant
-    with transaction.atomic():
-        # The tenant's row lock puts two admins' switches one after the other, so "from" is true.
-        list(Tenant.objects.select_for_update().filter(pk=tenant.pk).values_list("pk", flat=True))
-        before = toolset in _enabled_now(tenant=tenant, registry=registry)
-        if before == enabled:
-            return False
-        toolset_set_enabled(tenant=tenant, toolset=toolset, enabled=enabled, registry=registry)
-        audit_record(
-            action=AuditAction.TOOLSET_SWITCHED,
-            user=console.person,
-            tenant=tenant,
-            target=toolset,
-            detail={"toolset": toolset, "from": _state(before), "to": _state(enabled)},
-        )
-        # A read in this process between the write and the commit would cache the old answer.
-        transaction.on_commit(lambda: toolsets_cache_forget(tenant_id=tenant.pk))
-    return True
+    return toolset_set_enabled(
+        tenant=console.tenant, toolset=toolset, enabled=enabled, registry=registry, by=console.person
+    )
 
 
 def _tool(spec: ToolSpec) -> ConsoleTool:
@@ -108,7 +90,3 @@ def _enabled_now(*, tenant: Tenant, registry: Registry) -> frozenset[str]:
     # Not this process's cached answer: another worker (or the admin) may have changed it since.
     toolsets_cache_forget(tenant_id=tenant.pk)
     return toolsets_enabled(tenant_id=tenant.pk, registry=registry)
-
-
-def _state(enabled: bool) -> str:
-    return "on" if enabled else "off"

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from portal.console import members, models, overview, tools, usage
+from portal.console import clients, identity_provider, members, models, overview, tools, upstreams, usage
 
 app_name = "console"
 
@@ -20,4 +20,9 @@ urlpatterns = [
     path("<slug:slug>/budgets/remove/", models.budget_remove, name="budget-remove"),
     path("<slug:slug>/usage/", usage.usage, name="usage"),
     path("<slug:slug>/usage.csv", usage.usage_csv, name="usage-csv"),
+    *models.urlpatterns,
+    *upstreams.urlpatterns,
+    *clients.urlpatterns,
+    *identity_provider.urlpatterns,
+    *members.urlpatterns,
 ]

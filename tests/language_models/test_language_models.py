@@ -15,7 +15,8 @@ from django.utils.html import escape
 
 from accounts.models import Tenant
 from core.errors import NotReady, Unavailable
-from language_models.admin import KEY_BOTH, KEY_NONE, KEY_STORED, TEST_PURPOSE
+from language_models.admin import KEY_BOTH, KEY_NONE, KEY_STORED
+from language_models.model_test import TEST_PURPOSE
 from language_models.models import LanguageModel
 from language_models.selectors import (
     KEY_UNDECRYPTABLE,

@@ -14,9 +14,12 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from accounts.models import Role
-from core.models import AuditAction, AuditOutcome
+from core.audit.retention import audit_purge
+from core.audit.rollup.models import RolledUpDay
+from core.audit.rollup.percentiles import percentile_interpolated
+from core.audit.rollup.services import tool_call_days_roll_up
+from core.models import AuditAction, AuditEvent, AuditOutcome
 from language_models.models import BudgetPeriod, LlmUsage, UsageOutcome
-from portal.console.overview_selectors import _percentile
 from portal.console.pages import SIGN_IN_FIRST
 from tests.support.factories import (
     AccessTokenFactory,
@@ -30,8 +33,9 @@ from tests.support.llm_admin_support import LlmBudgetFactory, LlmUsageFactory
 
 pytestmark = pytest.mark.django_db
 
-# Session, person and memberships (3), then the data's 10 aggregates whatever the row count.
-QUERY_BOUND = 13
+# Session, person and memberships (3), then the data's 13 queries whatever the row count: 10
+# aggregates, which days are rolled up (twice) and the rolled-up days' totals.
+QUERY_BOUND = 16
 
 
 @pytest.fixture
@@ -214,9 +218,10 @@ def test_signed_out_is_told_so_in_json(client, tenant):
     assert "no-cache" in response["Cache-Control"]
 
 
+@pytest.mark.parametrize("rolled_up", [False, True], ids=["live", "rolled-up"])
 @pytest.mark.parametrize("path", ["overview.json", ""])
 def test_the_number_of_queries_does_not_grow_with_the_rows(
-    client, tenant, ada, django_assert_max_num_queries, path
+    client, tenant, ada, django_assert_max_num_queries, path, rolled_up
 ):
     people = [MembershipFactory.create(tenant=tenant) for _ in range(3)]
     LlmBudgetFactory.create(tenant=tenant)
@@ -231,13 +236,69 @@ def test_the_number_of_queries_does_not_grow_with_the_rows(
         LlmUsageFactory.create(membership=people[offset % 3])
 
     rows(10, 0)
+    if rolled_up:
+        tool_call_days_roll_up(now=_noon(0))
     with CaptureQueriesContext(connection) as few:
         client.get(f"/console/{tenant.slug}/{path}")
     rows(990, 10)
+    if rolled_up:
+        tool_call_days_roll_up(now=_noon(0))
     with django_assert_max_num_queries(QUERY_BOUND), CaptureQueriesContext(connection) as many:
         response = client.get(f"/console/{tenant.slug}/{path}")
     assert response.status_code == 200
     assert len(many) == len(few)
+
+
+def _varied_calls(ada, stranger) -> None:
+    """Calls over the 30 days and today: tools that tie, errors, refusals, calls without a duration,
+    another tenant's, and other actions."""
+    for days_ago in (0, 1, 2, 6, 29):
+        for n, target in enumerate(("beta", "alpha", "Gamma", "alpha_2")):
+            for k in range(n + days_ago % 3 + 1):
+                AuditEventFactory.create(
+                    membership=ada,
+                    created=_noon(days_ago) + timedelta(minutes=7 * k),
+                    target=target,
+                    duration_ms=None if k == 2 else float(3 * k + n + days_ago),
+                    outcome=(AuditOutcome.OK, AuditOutcome.ERROR, AuditOutcome.DENIED)[(k + n) % 3],
+                )
+        AuditEventFactory.create(membership=stranger, created=_noon(days_ago), target="theirs")
+        AuditEventFactory.create(membership=ada, created=_noon(days_ago), action=AuditAction.RESOURCE_READ)
+
+
+def test_rolled_up_days_answer_as_aggregating_every_day_live_does(client, tenant, ada, stranger):
+    _varied_calls(ada, stranger)
+    live = _data(client, tenant)
+    tool_call_days_roll_up(now=_noon(0))
+    assert _data(client, tenant) == live
+
+
+def test_the_busiest_tools_add_todays_calls_to_the_rolled_up_days(client, tenant, ada):
+    AuditEventFactory.create_batch(3, membership=ada, created=_noon(1), target="beta")
+    AuditEventFactory.create_batch(5, membership=ada, created=_noon(1), target="alpha")
+    tool_call_days_roll_up(now=_noon(0))
+    AuditEventFactory.create_batch(2, membership=ada, created=_noon(0), target="beta")
+    AuditEventFactory.create_batch(4, membership=ada, created=_noon(0), target="gamma")
+    tools = _data(client, tenant)["tools"]
+    assert [(t["name"], t["calls"]) for t in tools] == [("alpha", 5), ("beta", 5), ("gamma", 4)]
+
+
+def test_rolled_up_days_keep_their_figures_after_their_audit_rows_are_purged(client, tenant, ada):
+    AuditEventFactory.create_batch(2, membership=ada, created=_noon(3), target="search")
+    tool_call_days_roll_up(now=_noon(0))
+    audit_purge(before=_noon(1))
+    data = _data(client, tenant)
+    assert (data["days"][-4]["calls"], data["tools"]) == (2, [{"name": "search", "calls": 2, "errors": 0}])
+
+
+def test_a_day_missing_from_the_rollup_is_aggregated_live(client, tenant, ada, stranger):
+    _varied_calls(ada, stranger)
+    tool_call_days_roll_up(now=_noon(0))
+    RolledUpDay.objects.filter(day=_noon(2).date()).delete()
+    AuditEvent.objects.filter(created__date=_noon(2).date(), target="beta").delete()
+    with_gap = _data(client, tenant)
+    RolledUpDay.objects.all().delete()
+    assert with_gap == _data(client, tenant)
 
 
 def test_the_page_shows_the_figures_and_a_table_beside_every_chart(client, tenant, ada):
@@ -280,4 +341,4 @@ def test_a_budget_is_a_bar_of_spent_against_its_limit(client, tenant, ada):
     ],
 )
 def test_the_portable_percentile_interpolates_as_percentile_cont(values, fraction, expected):
-    assert _percentile(values, fraction) == expected
+    assert percentile_interpolated(values, fraction) == expected

@@ -4,7 +4,9 @@ worker died.
 It is django-tasks-db's ``db_worker`` (the same options: ``--queue-name``, ``--interval``,
 ``--batch``, ``--max-tasks``, ``--worker-id``...), plus a thread that runs ``jobs.recovery`` at
 start and every ``JOBS_STEP_LEASE_SECONDS / 2`` (and deletes MCP tool tasks past their ttl every
-few minutes, ``jobs.tool_tasks.tool_tasks_expire``), and two changes:
+few minutes, ``jobs.tool_tasks.tool_tasks_expire``), a thread that rolls finished days of tool calls up
+for the console's overview (``core.audit.rollup``) at start and every ``ROLLUP_INTERVAL_SECONDS``,
+and two changes:
 
 - a database that goes away does not end it: db_worker's loop lets any database error other than a
   locked SQLite file out, which would stop the process; here the loop starts again on a new
@@ -30,9 +32,11 @@ from typing import Any
 
 from django.core.management.base import CommandError
 from django.db import DatabaseError, connection
+from django.utils import timezone
 from django_tasks_db.management.commands.db_worker import Command as DbWorkerCommand
 from django_tasks_db.management.commands.db_worker import Worker
 
+from core.audit.rollup.services import ROLLUP_INTERVAL_SECONDS, tool_call_days_roll_up
 from core.conf import gatehouse_settings
 from jobs.recovery import jobs_recover
 from jobs.steps import worker_id_set
@@ -108,6 +112,7 @@ class Command(DbWorkerCommand):
         stop = threading.Event()
         recovery = threading.Thread(target=_recover_forever, args=(stop,), name="jobs-recovery", daemon=True)
         recovery.start()
+        threading.Thread(target=_roll_up_forever, args=(stop,), name="audit-rollup", daemon=True).start()
         try:
             worker.configure_signals()
             worker.run()
@@ -146,6 +151,22 @@ def _recover_forever(stop: threading.Event) -> None:
                 logger.warning("Recovering job steps failed; trying again", exc_info=True)
                 connection.close()
             if stop.wait(interval):
+                return
+    finally:
+        connection.close()
+
+
+def _roll_up_forever(stop: threading.Event) -> None:
+    # A thread of its own: the first roll-up of a busy database takes seconds, which must not delay
+    # the recovery of steps.
+    try:
+        while True:
+            try:
+                tool_call_days_roll_up(now=timezone.now())
+            except Exception:
+                logger.warning("Rolling up the audit's tool calls failed; trying again", exc_info=True)
+                connection.close()
+            if stop.wait(ROLLUP_INTERVAL_SECONDS):
                 return
     finally:
         connection.close()

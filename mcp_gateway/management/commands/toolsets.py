@@ -1,3 +1,7 @@
+"""``manage.py toolsets enable|disable|list <tenant> [toolset]``: an operator's switch, the same
+service call as the console's and the admin's (``toolset_set_enabled``), audited as made by
+"manage.py toolsets"."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -7,6 +11,9 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from accounts.models import Tenant
 from mcp_gateway.kernel.registry import default_registry
 from mcp_gateway.kernel.toolset_access import toolset_set_enabled, toolsets_enabled
+
+# Who the audit row names: nobody signed in, so the tool that made the switch.
+VIA = "manage.py toolsets"
 
 
 class Command(BaseCommand):
@@ -32,7 +39,13 @@ class Command(BaseCommand):
         if not name:
             raise CommandError(f"Name the toolset to {action}.")
         try:
-            toolset_set_enabled(tenant=tenant, toolset=name, enabled=action == "enable", registry=registry)
+            changed = toolset_set_enabled(
+                tenant=tenant, toolset=name, enabled=action == "enable", registry=registry, by=None, via=VIA
+            )
         except ValueError as exc:
             raise CommandError(str(exc)) from exc
-        self.stdout.write(f"{name} {action}d for {tenant.slug}.")
+        self.stdout.write(
+            f"{name} {action}d for {tenant.slug}."
+            if changed
+            else f"{name} was already {action}d for {tenant.slug}."
+        )

@@ -1,11 +1,13 @@
 """Invitations in real headless Chromium against Daphne: a tenant admin invites a colleague from the
-members page, the test reads the email the server wrote (Django's filebased backend,
+console's members page (reached through the old ``/accounts/members/`` address, which sends them
+there), the test reads the email the server wrote (Django's filebased backend,
 ``DaphneServer.mail_dir``), a fresh browser profile follows its link, creates an account and lands
 signed in as a member with the invited role; the link opened again is refused. On a laptop's width
 and a phone's, breaking none of the Content-Security-Policy.
 
-What the pages answer to other tenants' ids, viewers, hostile input, accounts of another address
-and tenants that require their provider: tests/portal/test_members_pages.py."""
+What the pages answer to other tenants' ids, viewers and hostile input:
+tests/portal/test_console_members.py; to accounts of another address and tenants that require
+their provider: tests/portal/test_members_pages.py."""
 
 from __future__ import annotations
 
@@ -45,6 +47,7 @@ async def test_an_invited_colleague_creates_an_account_from_the_emailed_link_and
     await page.goto("/accounts/login/?next=/accounts/members/")
     await sign_in_by_keyboard(page, username=admin.username, password=admin.password)
     await expect(page.get_by_role("heading", name="Members", exact=True)).to_be_visible()
+    assert page.url.endswith(f"/console/{own_admin.tenant.slug}/members/")
     await expect(page.get_by_role("link", name="Members")).to_have_attribute("aria-current", "page")
     await page.get_by_label("Email").fill(address)
     await page.get_by_label("Role", exact=True).select_option("contributor")

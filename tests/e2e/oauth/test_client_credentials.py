@@ -348,16 +348,14 @@ async def test_issued_and_refused_tokens_are_audited(server, service_client, dja
     assert secret not in str(issued.detail) + str(refused.detail)
 
 
-async def test_a_tenant_admin_makes_one_on_the_portal_and_it_gets_a_token(server, committed, browser):
+async def test_a_tenant_admin_makes_one_in_the_console_and_it_gets_a_token(server, committed, browser):
     # committed: the rows the server makes are removed after the test like any other.
-    page = await browser.open(
-        "/accounts/service-clients/", username="alice", password=Person("alice").password
-    )
+    page = await browser.open("/console/acme/clients/", username="alice", password=Person("alice").password)
     assert page.status_code == 200, page.text[:500]
-    form = parse_form(page.text, action="/accounts/service-clients/create/")
+    form = parse_form(page.text, action="/console/acme/clients/create/")
     created = await browser.client.post(
-        "/accounts/service-clients/create/",
-        data={**form["fields"], "tenant": "acme", "name": "Portal-made job", "role": "contributor"},
+        "/console/acme/clients/create/",
+        data={**form["fields"], "name": "Portal-made job", "role": "contributor"},
     )
     assert created.status_code == 200, created.text[:500]
     client_id = re.search(r'<code id="client-id"[^>]*>([^<]+)</code>', created.text)
