@@ -124,7 +124,7 @@ class PooledSession:
     ) -> ElicitResult | ErrorData:
         if self.holder is None:
             return ErrorData(code=INVALID_REQUEST, message=NO_CALLER)
-        return await self.holder.elicit(params)
+        return elicitation_defaults_applied(params, await self.holder.elicit(params))
 
     async def _on_sample(
         self, context: ClientRequestContext, params: CreateMessageRequestParams
@@ -340,6 +340,24 @@ class UpstreamPool:
                 condition.notify()
 
         asyncio.get_running_loop().create_task(wake())
+
+
+def elicitation_defaults_applied(
+    params: ElicitRequestParams, answer: ElicitResult | ErrorData
+) -> ElicitResult | ErrorData:
+    """An accepted form with the requested schema's defaults for the fields the client behind
+    Gatehouse left out: the client of the upstream is Gatehouse, which applies them (SEP-1034)."""
+    schema = getattr(params, "requested_schema", None)
+    if not isinstance(answer, ElicitResult) or answer.action != "accept" or not isinstance(schema, dict):
+        return answer
+    properties = schema.get("properties")
+    if not isinstance(properties, dict):
+        return answer
+    content = dict(answer.content or {})
+    for name, prop in properties.items():
+        if name not in content and isinstance(prop, dict) and "default" in prop:
+            content[name] = prop["default"]
+    return answer.model_copy(update={"content": content})
 
 
 def error_describe(error: BaseException) -> str:

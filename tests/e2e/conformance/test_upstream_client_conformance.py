@@ -1,0 +1,105 @@
+"""The official conformance suite's client scenarios, against Gatehouse's upstream client.
+
+``conformance client --scenario S --command "python manage.py upstream_conformance_client"``
+(``@modelcontextprotocol/conformance`` 0.2.0-alpha.12) starts the scenario's MCP server and runs
+the command with its URL; the command registers a temporary upstream of the ``conformance``
+tenant for it, lists, calls and reads through the federation's pooled sessions, and removes it
+(``upstreams.conformance_client``), on the test database. The first scenario runs alone (it
+creates the tenant and its member), the others a few at a time: each run lists and calls only its
+own upstream. The expected-failure list
+``tests/conformance/client-baseline.yml`` says which are not passing yet; the suite exits non-zero
+on an unexpected failure and on a stale entry alike. Of the authorization scenarios (``auth/*``)
+only the two with client credentials are run: the others need the authorization-code flow (or an
+extension) that upstream connections do not have, and the ``sep-2640-*`` ones the skills
+extension (docs/conformance.md).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.harness import BASE_DIR
+
+pytestmark = pytest.mark.django_db
+
+BASELINE = Path(__file__).resolve().parents[2] / "conformance" / "client-baseline.yml"
+SUITE_HOME = Path(os.environ.get("MCP_TOOLS_02_HOME", Path.home() / ".cache" / "mcp-tools-0.2"))
+SCENARIOS = (
+    "initialize",
+    "tools_call",
+    "elicitation-sep1034-client-defaults",
+    "sse-retry",
+    "request-metadata",
+    "sep-2322-client-request-state",
+    "http-standard-headers",
+    "http-custom-headers",
+    "http-invalid-tool-headers",
+    "json-schema-ref-no-deref",
+    "json-schema-2020-12-preservation",
+    # The two authorization scenarios an upstream connection can take part in: OAuth client
+    # credentials, with the client id and secret the scenario gives.
+    "auth/pre-registration",
+    "auth/client-credentials-basic",
+)
+# The suite's per-scenario limit for the client (ms), and the test's for each whole run (s).
+CLIENT_TIMEOUT_MS = 60000
+RUN_TIMEOUT_SECONDS = 120
+# Runs at once after the first: each is mostly a Django process starting.
+AT_ONCE = 4
+
+
+def _conformance_client(server, scenario: str, output: Path) -> subprocess.CompletedProcess[str]:
+    bin_dir = SUITE_HOME / "node_modules" / ".bin"
+    command = f"{sys.executable} {BASE_DIR / 'manage.py'} upstream_conformance_client"
+    return subprocess.run(
+        [
+            str(bin_dir / "node"),
+            str(bin_dir / "conformance"),
+            "client",
+            "--command",
+            command,
+            "--scenario",
+            scenario,
+            "--expected-failures",
+            str(BASELINE),
+            "--timeout",
+            str(CLIENT_TIMEOUT_MS),
+            "-o",
+            str(output),
+        ],
+        # The session's server settings and test database; the scenario servers are on loopback.
+        env={**server.env, "NO_COLOR": "1", "UPSTREAM_PRIVATE_NETWORKS": "127.0.0.0/8,::1/128"},
+        capture_output=True,
+        text=True,
+        timeout=RUN_TIMEOUT_SECONDS,
+        check=False,
+        cwd=BASE_DIR,
+    )
+
+
+async def test_the_client_scenarios_pass_against_the_upstream_client(server, tmp_path):
+    output = Path(os.environ.get("GATEHOUSE_ARTIFACTS_DIR") or tmp_path) / "conformance-client"
+    slots = asyncio.Semaphore(AT_ONCE)
+
+    async def run(scenario: str) -> subprocess.CompletedProcess[str]:
+        async with slots:
+            return await asyncio.to_thread(_conformance_client, server, scenario, output)
+
+    first = await run(SCENARIOS[0])
+    rest = await asyncio.gather(*(run(scenario) for scenario in SCENARIOS[1:]))
+    completed = dict(zip(SCENARIOS, [first, *rest], strict=True))
+    logs = {
+        scenario: f"### {scenario} (exit {done.returncode})\n{done.stdout[-3000:]}{done.stderr[-2000:]}"
+        for scenario, done in completed.items()
+    }
+    print("\n".join(logs.values()))  # shown with -s, and in the CI log when the test fails
+    exit_codes = {scenario: done.returncode for scenario, done in completed.items()}
+    assert exit_codes == dict.fromkeys(SCENARIOS, 0), "\n".join(
+        logs[scenario] for scenario, code in exit_codes.items() if code != 0
+    )
