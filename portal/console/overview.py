@@ -3,6 +3,7 @@ figures and tables in the page and as ``overview.json`` for the charts its scrip
 
 from __future__ import annotations
 
+from datetime import date
 from typing import Any
 
 from django.contrib.auth.decorators import login_required
@@ -12,6 +13,8 @@ from django.utils import timezone
 from django.views.decorators.cache import never_cache
 
 from accounts.models import User
+from core.audit.rollup.selectors import ToolDay, ToolUse
+from language_models.governed.totals import Spent
 from portal.console.access import ConsoleTenant, console_first_tenant
 from portal.console.overview_selectors import Overview, overview_read
 from portal.console.pages import console_data, console_page, console_render
@@ -48,8 +51,31 @@ def overview_data(request: HttpRequest, console: ConsoleTenant) -> JsonResponse:
     return JsonResponse(overview_json(overview_read(tenant_id=console.tenant.pk, now=timezone.now())))
 
 
+def traffic_days_json(
+    *, tool_days: list[ToolDay], model_days: list[tuple[date, Spent]]
+) -> list[dict[str, Any]]:
+    """Each day's tool calls and model spend, as the overview's and the operators' charts read them."""
+    costs = dict(model_days)
+    return [
+        {
+            "day": day.day.isoformat(),
+            "calls": day.calls,
+            "errors": day.errors,
+            "p50Ms": day.p50_ms,
+            "p95Ms": day.p95_ms,
+            "modelCalls": costs[day.day].calls,
+            "tokens": costs[day.day].total_tokens,
+            "cost": costs[day.day].cost,
+        }
+        for day in tool_days
+    ]
+
+
+def busiest_tools_json(tools: list[ToolUse]) -> list[dict[str, Any]]:
+    return [{"name": t.name, "calls": t.calls, "errors": t.errors} for t in tools]
+
+
 def overview_json(found: Overview) -> dict[str, Any]:
-    costs = {day: spent for day, spent in found.model_days}
     return {
         "firstDay": found.first_day.isoformat(),
         "lastDay": found.last_day.isoformat(),
@@ -59,20 +85,8 @@ def overview_json(found: Overview) -> dict[str, Any]:
             "liveSessions": found.sessions_live,
             "connectedClients": found.clients_connected,
         },
-        "days": [
-            {
-                "day": day.day.isoformat(),
-                "calls": day.calls,
-                "errors": day.errors,
-                "p50Ms": day.p50_ms,
-                "p95Ms": day.p95_ms,
-                "modelCalls": costs[day.day].calls,
-                "tokens": costs[day.day].total_tokens,
-                "cost": costs[day.day].cost,
-            }
-            for day in found.tool_days
-        ],
-        "tools": [{"name": t.name, "calls": t.calls, "errors": t.errors} for t in found.busiest_tools],
+        "days": traffic_days_json(tool_days=found.tool_days, model_days=found.model_days),
+        "tools": busiest_tools_json(found.busiest_tools),
         "budgets": [
             {
                 "period": b.period,

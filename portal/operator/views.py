@@ -22,6 +22,7 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 
 from core.errors import PermissionDenied
+from portal.console.overview import busiest_tools_json, traffic_days_json
 from portal.operator.health import UPSTREAM_WINDOW, WORKERS_WINDOW, Health, health_read
 from portal.operator.selectors import Traffic, traffic_read
 
@@ -67,7 +68,6 @@ def dashboard_data(request: HttpRequest) -> HttpResponse:
 
 def dashboard_json(found: Dashboard) -> dict[str, Any]:
     traffic, health = found.traffic, found.health
-    costs = dict(traffic.model_days)
     return {
         "firstDay": traffic.first_day.isoformat(),
         "lastDay": traffic.last_day.isoformat(),
@@ -77,20 +77,8 @@ def dashboard_json(found: Dashboard) -> dict[str, Any]:
             "cost": traffic.cost,
             "tenantsActive": traffic.tenants_active,
         },
-        "days": [
-            {
-                "day": day.day.isoformat(),
-                "calls": day.calls,
-                "errors": day.errors,
-                "p50Ms": day.p50_ms,
-                "p95Ms": day.p95_ms,
-                "modelCalls": costs[day.day].calls,
-                "tokens": costs[day.day].total_tokens,
-                "cost": costs[day.day].cost,
-            }
-            for day in traffic.tool_days
-        ],
-        "tools": [{"name": t.name, "calls": t.calls, "errors": t.errors} for t in traffic.busiest_tools],
+        "days": traffic_days_json(tool_days=traffic.tool_days, model_days=traffic.model_days),
+        "tools": busiest_tools_json(traffic.busiest_tools),
         "tenants": [
             {
                 "slug": t.slug,
