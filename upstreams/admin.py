@@ -7,6 +7,10 @@ and deletions are audited by the service, with the staff member who made them. W
 with the tenant console's (parsing, write-only boxes) is ``upstreams.forms``. A
 stdio upstream runs a command on Gatehouse's machine: only superusers may create, change or delete
 one; other staff see stdio upstreams read-only and cannot pick the transport.
+
+An OpenAPI upstream's document is given by its URL or uploaded (the form is then multipart, as the
+admin makes any form with a file box); the service fetches or parses it, and the tools generated
+from its operations are shown read-only once it is saved, by the names ``include_tools`` takes.
 """
 
 from __future__ import annotations
@@ -17,21 +21,32 @@ from django import forms
 from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest
+from django.utils.formats import date_format
+from django.utils.html import escape, format_html, format_html_join
 
 from accounts.models import User
 from accounts.scopes import scope_definitions
 from core.errors import InvalidInput
 from upstreams.check import UpstreamTestResult, left_out_lines
 from upstreams.forms import (
+    BASE_URL_HELP,
+    OPENAPI_REFETCH_HELP,
+    OPENAPI_URL_HELP,
     SECRET_NOT_SET,
     SECRET_STORED,
+    OpenAPIDocumentField,
     ToolNamesField,
     WriteOnlyTextarea,
+    form_field_for,
+    openapi_arguments,
+    openapi_upload_check,
     secret_field,
     text_lines,
 )
-from upstreams.models import Transport, Upstream
+from upstreams.models import NAME_HELP, AuthKind, Transport, Upstream
+from upstreams.openapi.tools import openapi_operation_names
 from upstreams.services import upstream_remove, upstream_save, upstream_test
+from upstreams.sign_in.selectors import upstream_sign_in_statuses
 
 ENV_HELP = "NAME=VALUE, one per line. Write-only: leave blank to keep the stored environment."
 ARGS_HELP = "One argument per line."
@@ -39,17 +54,38 @@ ENV_LINE = "Line {line} is not NAME=VALUE."
 ENV_BOTH = "Enter a new environment or remove the stored one, not both."
 SAVED_TESTED = "Connected: {summary}."
 SAVED_DISABLED = "Saved disabled: not connected, and not served to clients."
+SAVED_TO_CONNECT = (
+    "Saved: a tenant admin connects it (Connect, in the tenant console) to sign in; until then its "
+    "tools are not served."
+)
 TEST_PASSED = "{name}: connected, {summary}."
 TEST_FAILED = "{name}: {error}"
+HEADER_NAME_HELP = (
+    "The header's name (such as Authorization), or for an API key in the query the parameter's name."
+)
+HEADER_VALUE_HELP = (
+    "The header's value (such as Bearer and a token), or the API key. Write-only: leave blank to keep "
+    "the stored value."
+)
+DOCUMENT_UPLOADED = "Uploaded (no URL to fetch it again from)."
+DOCUMENT_FETCHED = "Fetched from the document URL."
+DOCUMENT_NONE = "None stored."
+NO_OPERATIONS = "None (not an OpenAPI upstream, or none saved yet)."
+SIGN_IN_CONNECTED = "Connected by {who}, {when}."
+SIGN_IN_NOT_CONNECTED = "Not connected: a tenant admin connects it on the console's upstreams page."
+SIGN_IN_NOT_USED = "Not used (only for OAuth sign-in)."
 
 STDIO_FIELDS = ["command", "args", "env", "env_status", "remove_env", "cwd"]
+OPENAPI_FIELDS = ["openapi_url", "openapi_file", "openapi_refetch", "openapi_status"]
 # The form's fields around the write-only ones, in the order the page shows them.
 FIELDS = [
     "tenant",
     "name",
     "enabled",
     "transport",
+    "protocol",
     "url",
+    *OPENAPI_FIELDS,
     *STDIO_FIELDS,
     "connect_timeout_seconds",
     "call_timeout_seconds",
@@ -65,11 +101,13 @@ FIELDS = [
     "oauth_client_secret",
     "oauth_secret_status",
     "oauth_scope",
+    "sign_in_status",
     "pass_identity",
 ]
-WRITE_ONLY = {"env", "remove_env", "header_value", "oauth_client_secret"}
-STATUS_FIELDS = {"env_status", "header_status", "oauth_secret_status"}
-RECORD_FIELDS = ["tool_names", "last_tested", "created", "updated"]
+# Boxes of the form only (no column holds what is typed), shown to those who may change the row.
+WRITE_ONLY = {"env", "remove_env", "header_value", "oauth_client_secret", "openapi_file", "openapi_refetch"}
+STATUS_FIELDS = {"env_status", "header_status", "oauth_secret_status", "openapi_status", "sign_in_status"}
+RECORD_FIELDS = ["openapi_operations", "tool_names", "last_tested", "created", "updated"]
 
 
 def _person(user: Any) -> User | None:
@@ -96,11 +134,13 @@ class UpstreamForm(forms.ModelForm):
         help_text=ENV_HELP,
     )
     remove_env = forms.BooleanField(label="Remove the stored environment", required=False)
-    header_value = secret_field(
-        label="Header value", help_text="Write-only: leave blank to keep the stored value."
-    )
+    header_value = secret_field(label="Header value or API key", help_text=HEADER_VALUE_HELP)
     oauth_client_secret = secret_field(
         label="OAuth client secret", help_text="Write-only: leave blank to keep the stored secret."
+    )
+    openapi_file = OpenAPIDocumentField(label="OpenAPI document (upload)")
+    openapi_refetch = forms.BooleanField(
+        label="Fetch the document again", required=False, help_text=OPENAPI_REFETCH_HELP
     )
 
     class Meta:
@@ -114,11 +154,24 @@ class UpstreamForm(forms.ModelForm):
         scopes = self.fields["scopes"]
         assert isinstance(scopes, forms.ChoiceField)
         scopes.choices = [(name, name) for name in sorted(scope_definitions())]
+        protocol = self.fields.get("protocol")
+        if protocol is not None:
+            # A post without it (a script's, an older page's) keeps the upstream's, or the default.
+            protocol.required = False
         transport = self.fields.get("transport")
         if isinstance(transport, forms.ChoiceField) and not self.allow_stdio:
             transport.choices = [
                 (value, label) for value, label in Transport.choices if value != Transport.STDIO
             ]
+        # The admin shows help text as HTML: the name's, which spells <name>_<tool>, is escaped.
+        for name, help_text in (
+            ("name", escape(NAME_HELP)),
+            ("url", BASE_URL_HELP),
+            ("openapi_url", OPENAPI_URL_HELP),
+            ("header_name", HEADER_NAME_HELP),
+        ):
+            if name in self.fields:
+                self.fields[name].help_text = help_text
         if self.instance.pk:
             self.initial["args"] = "\n".join(str(a) for a in self.instance.args or ())
 
@@ -129,6 +182,7 @@ class UpstreamForm(forms.ModelForm):
         cleaned = super().clean() or {}
         if cleaned.get("env") and cleaned.get("remove_env"):
             self.add_error("remove_env", ENV_BOTH)
+        openapi_upload_check(self, cleaned)
         return cleaned
 
     def _env(self) -> dict[str, str] | None:
@@ -159,9 +213,10 @@ class UpstreamForm(forms.ModelForm):
                 oauth_client_secret=self.cleaned_data.get("oauth_client_secret") or None,
                 env=self._env(),
                 by=self.by,
+                **openapi_arguments(self.cleaned_data),
             )
         except InvalidInput as error:
-            field = (error.data or {}).get("field")
+            field = form_field_for((error.data or {}).get("field"))
             self.add_error(field if field in self.fields else None, error.message)
             return
         self.saved = True
@@ -173,8 +228,8 @@ class UpstreamAdmin(admin.ModelAdmin):
     list_display = ["name", "tenant", "transport", "enabled", "prefix_tools", "last_tested"]
     list_filter = ["transport", "enabled", "prefix_tools", "tenant"]
     list_select_related = ["tenant"]
-    search_fields = ["name", "tenant__slug", "url", "command"]
-    readonly_fields = ["env_status", "header_status", "oauth_secret_status", *RECORD_FIELDS]
+    search_fields = ["name", "tenant__slug", "url", "openapi_url", "command"]
+    readonly_fields = [*sorted(STATUS_FIELDS), *RECORD_FIELDS]
     actions = ["test_connection"]
 
     def get_fields(self, request: HttpRequest, obj: Any = None) -> Any:
@@ -213,12 +268,40 @@ class UpstreamAdmin(admin.ModelAdmin):
     def oauth_secret_status(self, upstream: Upstream) -> str:
         return SECRET_STORED if upstream.oauth_client_secret_encrypted else SECRET_NOT_SET
 
+    @admin.display(description="OAuth sign-in")
+    def sign_in_status(self, upstream: Upstream) -> str:
+        if upstream.auth != AuthKind.OAUTH_CODE:
+            return SIGN_IN_NOT_USED
+        status = upstream_sign_in_statuses(upstream_ids=[upstream.pk])[upstream.pk]
+        if not status.connected:
+            return SIGN_IN_NOT_CONNECTED
+        when = date_format(status.connected_at, "DATETIME_FORMAT") if status.connected_at else "-"
+        return SIGN_IN_CONNECTED.format(who=status.connected_by or "-", when=when)
+
+    @admin.display(description="Stored OpenAPI document")
+    def openapi_status(self, upstream: Upstream) -> str:
+        if upstream.openapi_document is None:
+            return DOCUMENT_NONE
+        return DOCUMENT_FETCHED if upstream.openapi_url else DOCUMENT_UPLOADED
+
+    @admin.display(description="Tools from its operations")
+    def openapi_operations(self, upstream: Upstream) -> str:
+        """Every operation of the stored document, by the name include and exclude take (before
+        any prefix), selected or not."""
+        names = openapi_operation_names(document=upstream.openapi_document)
+        if not names:
+            return NO_OPERATIONS
+        items = format_html_join("", "<li><code>{}</code></li>", ((name,) for name in names))
+        return format_html('<ul class="openapi-operations">{}</ul>', items)
+
     def save_model(self, request: HttpRequest, obj: Upstream, form: Any, change: bool) -> None:
         # The form saved it through upstream_save while it was validated.
         if not form.saved:
             raise RuntimeError("An upstream is saved by its form's validation (upstream_save).")
         result = form.test_result
-        if result is None:
+        if result is None and obj.enabled:
+            self.message_user(request, SAVED_TO_CONNECT, messages.WARNING)
+        elif result is None:
             self.message_user(request, SAVED_DISABLED, messages.WARNING)
         else:
             self.message_user(request, SAVED_TESTED.format(summary=result.summary), messages.SUCCESS)

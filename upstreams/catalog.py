@@ -24,6 +24,8 @@ from core.conf import gatehouse_settings
 from core.text_safety import text_cleaned
 from mcp_gateway.kernel.federation import LIST_KEYS, FederatedItem, Federation, Kind
 from upstreams.config import ConfigKey, UpstreamConfig
+from upstreams.models import Transport
+from upstreams.openapi.tools import openapi_listed, openapi_write_scopes
 from upstreams.pool import UpstreamPool, error_describe
 
 logger = logging.getLogger(__name__)
@@ -79,6 +81,12 @@ class Catalog:
         return await asyncio.shield(task)
 
     async def _refresh(self, config: UpstreamConfig, previous: Published | None) -> Published:
+        if config.transport == Transport.OPENAPI:
+            # Generated when it was saved: nothing to fetch.
+            published = self._publish(config, {"tool": openapi_listed(config.openapi_tools)})
+            published.expires = time.monotonic() + gatehouse_settings.UPSTREAM_LIST_CACHE_SECONDS
+            self._published[config.key] = published
+            return published
         try:
             async with asyncio.timeout(config.connect_timeout + min(config.call_timeout, LIST_SECONDS)):
                 async with self._pool.lease(config, identity={}, holder=None) as pooled:
@@ -99,6 +107,9 @@ class Catalog:
 
     def _publish(self, config: UpstreamConfig, raw: dict[Kind, list[dict[str, Any]]]) -> Published:
         published = Published(items={kind: {} for kind in LIST_KEYS})
+        # An OpenAPI operation that changes data (not GET, HEAD, OPTIONS) needs mcp:write too, as
+        # Gatehouse's own tools that change data do.
+        writes = openapi_write_scopes(config.openapi_tools)
         for kind, entries in raw.items():
             for entry in entries:
                 original = str(entry.get(_ORIGINAL_KEY[kind], ""))
@@ -109,7 +120,7 @@ class Catalog:
                     kind=kind,
                     name=name,
                     payload=_shown_entry(entry, name=name if kind in ("tool", "prompt") else None),
-                    scopes=config.scopes,
+                    scopes=config.scopes | writes.get(original, frozenset()),
                     source=config.name,
                     federation=self._federation,
                     origin=(config, original),

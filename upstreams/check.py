@@ -33,6 +33,7 @@ from upstreams.config import UpstreamConfig, config_from_row
 from upstreams.egress import exception_egress_refusal, upstream_http_client
 from upstreams.models import AuthKind, Transport, Upstream
 from upstreams.oauth import upstream_oauth_forget
+from upstreams.openapi.check import openapi_upstream_check
 from upstreams.pool import CLIENT_INFO, session_open
 from upstreams.transports import upstream_headers
 
@@ -84,6 +85,16 @@ def _count(n: int, noun: str) -> str:
 def upstream_test(*, upstream: Upstream) -> UpstreamTestResult:
     """Connect to ``upstream`` as it is now (saved or not, secrets as stored on the row), list its
     tools (all pages), resources and prompts, and say what a client would see or why it failed."""
+    if upstream.transport == Transport.OPENAPI:
+        # No session to open: its tools come from its document (upstreams.openapi.check).
+        checked = openapi_upstream_check(upstream=upstream)
+        return UpstreamTestResult(
+            ok=checked.ok,
+            tool_names=checked.tool_names,
+            tool_count=len(checked.tool_names),
+            error=checked.error,
+            left_out=checked.left_out,
+        )
     try:
         config = config_from_row(upstream)
     except ValueError as error:
@@ -221,7 +232,8 @@ async def _describe(error: BaseException, config: UpstreamConfig) -> str:
     if isinstance(error, httpx2.HTTPStatusError):
         return _status(error.response.status_code, where)
     if isinstance(error, OAuthFlowError):
-        return f"OAuth client credentials failed: {_short(error)}"
+        kind = "sign-in" if config.auth == AuthKind.OAUTH_CODE else "client credentials"
+        return f"OAuth {kind} failed: {_short(error)}"
     if isinstance(error, httpx2.SSEError):
         return f"{where} is not an MCP SSE endpoint: {_short(error)}"
     if isinstance(error, httpx2.HTTPError):
@@ -231,7 +243,7 @@ async def _describe(error: BaseException, config: UpstreamConfig) -> str:
             return f"{where} closed the connection"
         if error.error.code == METHOD_NOT_FOUND and error.error.message == NOT_FOUND:
             return _status(404, where)
-        if error.error.message == ERROR_RESPONSE and config.auth != AuthKind.OAUTH:
+        if error.error.message == ERROR_RESPONSE and config.auth not in (AuthKind.OAUTH, AuthKind.OAUTH_CODE):
             status = await _http_status(config)
             if status is not None and status >= 400:
                 return _status(status, where)

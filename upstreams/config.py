@@ -7,9 +7,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from core.crypto import secret_decrypt
-from upstreams.models import Transport, Upstream
+from upstreams.models import AuthKind, Transport, Upstream
+from upstreams.openapi.security import openapi_token_url
 
 ConfigKey = tuple[int, str]
 
@@ -21,6 +23,7 @@ class UpstreamConfig:
     tenant_slug: str
     name: str
     transport: str
+    protocol: str
     url: str
     command: str
     args: tuple[str, ...]
@@ -40,6 +43,10 @@ class UpstreamConfig:
     # The tool names (as published) its last test found: a call can still name the upstream when
     # its lists cannot be fetched, and gets the upstream's error rather than "unknown tool".
     known_tools: frozenset[str] = frozenset()
+    # OpenAPI upstreams: the tools generated when it was saved, each with what its call needs
+    # (upstreams.openapi.tools), and the token URL its OAuth client credentials go to.
+    openapi_tools: tuple[dict[str, Any], ...] = field(default=(), repr=False, compare=False)
+    openapi_token_url: str = ""
     # Secrets: never in a repr, hence never in a log line or a traceback's locals.
     env: Mapping[str, str] = field(default_factory=dict, repr=False)
     header_value: str = field(default="", repr=False)
@@ -81,6 +88,7 @@ def config_from_row(row: Upstream) -> UpstreamConfig:
         tenant_slug=row.tenant.slug,
         name=row.name,
         transport=row.transport,
+        protocol=row.protocol,
         url=row.url,
         command=row.command,
         args=tuple(str(a) for a in row.args or ()),
@@ -98,6 +106,12 @@ def config_from_row(row: Upstream) -> UpstreamConfig:
         pass_identity=row.pass_identity,
         version=row.updated.isoformat() if row.updated else "",
         known_tools=frozenset(str(n) for n in row.tool_names or ()),
+        openapi_tools=_openapi_tools(row),
+        openapi_token_url=(
+            openapi_token_url(document=row.openapi_document, base_url=row.url)
+            if row.transport == Transport.OPENAPI and row.auth == AuthKind.OAUTH
+            else ""
+        ),
         env=_env(row.env_encrypted),
         header_value=secret_decrypt(token=row.header_value_encrypted) if row.header_value_encrypted else "",
         oauth_client_secret=(
@@ -106,6 +120,12 @@ def config_from_row(row: Upstream) -> UpstreamConfig:
             else ""
         ),
     )
+
+
+def _openapi_tools(row: Upstream) -> tuple[dict[str, Any], ...]:
+    if row.transport != Transport.OPENAPI or not isinstance(row.openapi_tools, list):
+        return ()
+    return tuple(tool for tool in row.openapi_tools if isinstance(tool, dict))
 
 
 def _env(encrypted: str) -> dict[str, str]:

@@ -42,12 +42,21 @@ from upstreams.downstream import ForwardedCall
 from upstreams.federation import PASSED_THROUGH, UpstreamFederation
 from upstreams.models import AuthKind, Transport, Upstream, default_scopes
 from upstreams.selectors import upstream_configs_async
-from upstreams.services import upstream_remove, upstream_save
+from upstreams.services import UpstreamTestResult, upstream_remove, upstream_save
+from upstreams.sign_in.headless import headless_authorize
+from upstreams.sign_in.provider import Interactive, upstream_interactive_set
 
 TENANT_SLUG = "conformance"
 TENANT_NAME = "Conformance"
 MEMBER = "conformance-client"
 NO_SAMPLING = "The conformance client behind Gatehouse does not offer sampling."
+AUTH_PREFIX = "auth/"
+# The extension's scenario for OAuth client credentials (a client secret); the others of the
+# extension (a signed JWT, enterprise-managed, DPoP, workload identity) are not implemented.
+CLIENT_CREDENTIALS_SCENARIOS = frozenset({"auth/client-credentials-basic"})
+# The client id as a URL (CIMD) that auth/basic-cimd expects; the scenario's authorization server
+# never fetches it. A deployment's own is upstreams.sign_in.provider.sign_in_client_metadata_url.
+CIMD_URL = "https://conformance-test.local/client-metadata.json"
 # json-schema-2020-12-preservation: the echo tool is given the other tool's input schema as
 # Gatehouse publishes it, so the scenario sees what the catalog kept of it.
 SCHEMA_ECHO_TOOL = "json_schema_echo"
@@ -103,15 +112,10 @@ def conformance_client_run(*, url: str, scenario: str, context: Mapping[str, Any
         scopes=default_scopes(),
         enabled=True,
     )
-    secret: str | None = None
-    if context.get("client_id") and context.get("client_secret"):
-        upstream.auth = AuthKind.OAUTH
-        upstream.oauth_client_id = str(context["client_id"])
-        secret = str(context["client_secret"])
-        upstream.oauth_scope = str(context.get("scope") or "")
+    secret = _credentials(upstream, scenario=scenario, context=context)
     try:
         try:
-            result = upstream_save(upstream=upstream, allow_stdio=False, oauth_client_secret=secret)
+            result = _save(upstream, secret=secret)
         except GatehouseError as error:
             run.note(f"saving the upstream: {error}", failure=True)
             return run
@@ -132,8 +136,44 @@ def conformance_client_run(*, url: str, scenario: str, context: Mapping[str, Any
         asyncio.run(_exercise(run, identity=identity, upstream_id=upstream.pk, context=context))
     finally:
         if upstream.pk is not None:
+            upstream_interactive_set(upstream_id=upstream.pk, interactive=None)
             upstream_remove(upstream=upstream)
     return run
+
+
+def _credentials(upstream: Upstream, *, scenario: str, context: Mapping[str, Any]) -> str | None:
+    """Set the upstream's authentication for the scenario; the client secret, if any. The
+    client-credentials scenarios get that grant with the context's client; every other ``auth/``
+    scenario an OAuth sign-in (authorization code), with the context's client as pre-registered
+    when it names one."""
+    client_id, secret = str(context.get("client_id") or ""), str(context.get("client_secret") or "")
+    auth_scenario = scenario.startswith(AUTH_PREFIX)
+    if scenario in CLIENT_CREDENTIALS_SCENARIOS or (not auth_scenario and client_id and secret):
+        upstream.auth = AuthKind.OAUTH
+        upstream.oauth_client_id = client_id
+        upstream.oauth_scope = str(context.get("scope") or "")
+        return secret
+    if auth_scenario:
+        upstream.auth = AuthKind.OAUTH_CODE
+        upstream.oauth_client_id = client_id
+        return secret or None
+    return None
+
+
+def _save(upstream: Upstream, *, secret: str | None) -> UpstreamTestResult | None:
+    """Save (and so test) the upstream. An OAuth sign-in needs the upstream's id first: it is saved
+    disabled, given the headless browser (which its pooled sessions keep, for a step-up), then
+    enabled, when its connection test signs in."""
+    if upstream.auth != AuthKind.OAUTH_CODE:
+        return upstream_save(upstream=upstream, allow_stdio=False, oauth_client_secret=secret)
+    upstream.enabled = False
+    upstream_save(upstream=upstream, allow_stdio=False, oauth_client_secret=secret)
+    upstream_interactive_set(
+        upstream_id=upstream.pk,
+        interactive=Interactive(authorize=headless_authorize, client_metadata_url=CIMD_URL),
+    )
+    upstream.enabled = True
+    return upstream_save(upstream=upstream, allow_stdio=False)
 
 
 class _Member(ForwardedCall):

@@ -13,13 +13,15 @@ import asyncio
 import logging
 import time
 import weakref
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import Any, cast
 from urllib.parse import quote
 
 from mcp.client.session import ClientSession
 from mcp.server.context import ServerRequestContext
 from mcp.shared.exceptions import MCPError
-from mcp_types import CONNECTION_CLOSED
+from mcp_types import CONNECTION_CLOSED, LOG_LEVEL_META_KEY, InputResponses, RequestParamsMeta
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from core.db import db_call
 from core.errors import InvalidInput, NotFound, UpstreamUnavailable
@@ -27,6 +29,7 @@ from core.identity import Identity
 from core.text_safety import text_cleaned
 from mcp_gateway.kernel.changes import change_record
 from mcp_gateway.kernel.federation import FederatedItem, Kind
+from mcp_gateway.kernel.sdk import client_input_required_drive
 from mcp_gateway.models import ChangeKind
 from mcp_gateway.pipeline.audit_trail import audit_note
 from upstreams.catalog import Catalog, Published
@@ -35,8 +38,11 @@ from upstreams.downstream import ForwardedCall
 from upstreams.egress import SETTING, exception_egress_refusal
 from upstreams.list_changes import ListChangeCoalescer
 from upstreams.metrics import metrics_upstream_call
+from upstreams.models import Transport
+from upstreams.openapi.calls import openapi_call
 from upstreams.pool import PooledSession, UpstreamPool, error_describe, session_was_gone
 from upstreams.selectors import upstream_configs_async
+from upstreams.sign_in.provider import RECONNECT, UpstreamSignInNeeded
 from upstreams.transports import TENANT_HEADER, USER_HEADER
 
 logger = logging.getLogger(__name__)
@@ -196,6 +202,9 @@ class UpstreamFederation:
         params: dict[str, Any],
         call: ForwardedCall,
     ) -> dict[str, Any]:
+        if config.transport == Transport.OPENAPI:
+            # A REST API: one HTTP request per call, no session to lease.
+            return await openapi_call(config=config, tool_name=original, arguments=params.get("arguments"))
         who = {USER_HEADER: quote(identity.username, safe="@.+-_"), TENANT_HEADER: identity.tenant_slug}
         pool = self._state().pool
         for attempt in range(2):
@@ -225,23 +234,55 @@ async def _request(
     call: ForwardedCall,
     config: UpstreamConfig,
 ) -> dict[str, Any]:
-    result: Any
+    """The upstream's terminal answer. At 2026-07-28 it may first answer ``InputRequiredResult``
+    (an elicitation or sampling it needs, with an opaque ``requestState``): that is answered
+    through the session's callbacks, hence by the member's client behind Gatehouse, and the request
+    sent again, each round a new JSON-RPC request."""
+    arguments = params.get("arguments")
+    # At 2026-07-28 an upstream sends log messages only for a request that asks for them: every
+    # one is asked for, and the caller's own level filters them (``ForwardedCall.log``).
+    meta = (
+        cast(RequestParamsMeta, {LOG_LEVEL_META_KEY: "debug"})
+        if session.protocol_version in MODERN_PROTOCOL_VERSIONS
+        else None
+    )
+    send: Callable[[InputResponses | None, str | None], Awaitable[Any]]
     if kind == "tool":
-        arguments = params.get("arguments")
-        result = await session.call_tool(
-            original,
-            arguments if isinstance(arguments, dict) else None,
-            read_timeout_seconds=config.call_timeout,
-            progress_callback=call.progress if call.wants_progress else None,
-        )
+
+        async def send(responses: InputResponses | None, state: str | None) -> Any:
+            return await session.call_tool(
+                original,
+                arguments if isinstance(arguments, dict) else None,
+                read_timeout_seconds=config.call_timeout,
+                progress_callback=call.progress if call.wants_progress else None,
+                input_responses=responses,
+                request_state=state,
+                meta=meta,
+                allow_input_required=True,
+            )
+
     elif kind == "resource":
-        result = await session.read_resource(original)
+
+        async def send(responses: InputResponses | None, state: str | None) -> Any:
+            return await session.read_resource(
+                original, input_responses=responses, request_state=state, meta=meta, allow_input_required=True
+            )
+
     else:
-        arguments = params.get("arguments")
-        result = await session.get_prompt(
-            original, {str(k): str(v) for k, v in arguments.items()} if isinstance(arguments, dict) else None
-        )
-    return result.model_dump(by_alias=True, mode="json", exclude_none=True)
+        texts = {str(k): str(v) for k, v in arguments.items()} if isinstance(arguments, dict) else None
+
+        async def send(responses: InputResponses | None, state: str | None) -> Any:
+            return await session.get_prompt(
+                original,
+                texts,
+                input_responses=responses,
+                request_state=state,
+                meta=meta,
+                allow_input_required=True,
+            )
+
+    result = await client_input_required_drive(session=session, first=await send(None, None), retry=send)
+    return cast(dict[str, Any], result.model_dump(by_alias=True, mode="json", exclude_none=True))
 
 
 def _error_reason(code: int, message: str) -> str:
@@ -259,6 +300,9 @@ def _reason(error: BaseException) -> str:
         return ADDRESS_REFUSED
     while isinstance(error, BaseExceptionGroup) and error.exceptions:
         error = error.exceptions[0]
+    if isinstance(error, UpstreamSignInNeeded):
+        # Wrapped (a refresh refused, or a step-up asked for, in the session's own task).
+        return RECONNECT
     if isinstance(error, MCPError):
         # Raised while connecting (in the session's own task, hence wrapped): its initialize failed.
         return _error_reason(error.error.code, text_cleaned(error.error.message)[:MAX_MESSAGE])

@@ -45,10 +45,12 @@ from pydantic import ValidationError
 
 from core.conf import gatehouse_settings
 from core.errors import UpstreamUnavailable
-from mcp_gateway.kernel.sdk import client_session_closed
+from mcp_gateway.kernel.sdk import client_session_closed, client_session_negotiate
 from upstreams.config import UpstreamConfig
 from upstreams.list_changes import COOLING_DOWN, FLOODED, FloodBound
 from upstreams.metrics import metrics_upstream_notification
+from upstreams.models import UpstreamProtocol
+from upstreams.result_type import ResultTypeDefaulted
 from upstreams.transports import upstream_streams
 
 logger = logging.getLogger(__name__)
@@ -240,10 +242,11 @@ class UpstreamPool:
     ) -> None:
         config = pooled.config
         try:
+            session_of: list[ClientSession] = []
             async with (
                 upstream_streams(config, identity=identity) as (read, write),
                 ClientSession(
-                    read,
+                    ResultTypeDefaulted(read, version=lambda: _version(session_of)),
                     write,
                     logging_callback=pooled._on_log,
                     elicitation_callback=pooled._on_elicit,
@@ -252,8 +255,9 @@ class UpstreamPool:
                     client_info=CLIENT_INFO,
                 ) as session,
             ):
+                session_of.append(session)
                 with anyio.fail_after(config.connect_timeout):
-                    await session.initialize()
+                    await session_negotiate(session, config)
                 if not ready.done():
                     ready.set_result(session)
                 await pooled.stop.wait()
@@ -372,10 +376,28 @@ def error_describe(error: BaseException) -> str:
 async def session_open(config: UpstreamConfig) -> AsyncIterator[ClientSession]:
     """One session of ``config``'s server, outside any pool, closed after the block: the
     configuration test (admin, command line) uses it."""
+    session_of: list[ClientSession] = []
     async with (
         upstream_streams(config, identity={}) as (read, write),
-        ClientSession(read, write, client_info=CLIENT_INFO) as session,
+        ClientSession(
+            ResultTypeDefaulted(read, version=lambda: _version(session_of)), write, client_info=CLIENT_INFO
+        ) as session,
     ):
+        session_of.append(session)
         async with asyncio.timeout(config.connect_timeout):
-            await session.initialize()
+            await session_negotiate(session, config)
         yield session
+
+
+async def session_negotiate(session: ClientSession, config: UpstreamConfig) -> None:
+    """The upstream's protocol: the newest both ends speak, or the handshake when its operator
+    chose it (``Upstream.protocol``)."""
+    if config.protocol == UpstreamProtocol.HANDSHAKE:
+        await session.initialize()
+    else:
+        await client_session_negotiate(session=session)
+
+
+def _version(session_of: list[ClientSession]) -> str | None:
+    """The protocol version the session (once it exists) negotiated."""
+    return session_of[0].protocol_version if session_of else None

@@ -27,8 +27,11 @@ from core.errors import InvalidInput
 from core.models import AuditAction
 from mcp_gateway.kernel.registry import default_registry
 from upstreams.check import UpstreamTestResult, upstream_test
-from upstreams.models import Upstream
+from upstreams.models import AuthKind, Transport, Upstream
+from upstreams.openapi.setup import openapi_upstream_prepare
 from upstreams.selectors import upstream_configs_forget
+from upstreams.sign_in.provider import upstream_interactive_installed
+from upstreams.sign_in.selectors import upstream_sign_in_connected
 from upstreams.validation import NAME_TAKEN, upstream_validate
 
 __all__ = ["UpstreamTestResult", "upstream_remove", "upstream_save", "upstream_test"]
@@ -45,6 +48,7 @@ SUGGEST_EXCLUDE = "Exclude these tools, or rename the upstream."
 AUDITED_FIELDS = (
     "name",
     "transport",
+    "protocol",
     "url",
     "command",
     "args",
@@ -61,6 +65,8 @@ AUDITED_FIELDS = (
     "oauth_client_id",
     "oauth_scope",
     "pass_identity",
+    "openapi_url",
+    "openapi_document",
 )
 SECRET_FIELDS = {
     "env": "env_encrypted",
@@ -76,6 +82,8 @@ def upstream_save(
     header_value: str | None = None,
     oauth_client_secret: str | None = None,
     env: Mapping[str, str] | None = None,
+    openapi_document: str | bytes | None = None,
+    openapi_refetch: bool = False,
     by: User | None = None,
 ) -> UpstreamTestResult | None:
     """Validate and save ``upstream`` (new or changed). The secrets given replace the stored ones
@@ -83,7 +91,12 @@ def upstream_save(
     upstream is tested and checked for tool name collisions first; the test's result is returned
     (``None`` for a disabled upstream, which is saved without connecting). Raises
     ``InvalidInput`` (its data naming the field when there is one) for anything refused. ``by``
-    is who is saving it, for the audit row."""
+    is who is saving it, for the audit row.
+
+    An OpenAPI upstream's document is ``openapi_document`` when one is uploaded (JSON or YAML);
+    otherwise its ``openapi_url`` is fetched when it is new or changed (or ``openapi_refetch``),
+    else the stored document is kept. Its tools are generated from it at every save
+    (``upstreams.openapi.setup``)."""
     upstream_validate(
         upstream=upstream,
         allow_stdio=allow_stdio,
@@ -91,6 +104,8 @@ def upstream_save(
         oauth_client_secret=oauth_client_secret,
         env=env,
     )
+    if upstream.transport == Transport.OPENAPI:
+        openapi_upstream_prepare(upstream=upstream, document=openapi_document, refetch=openapi_refetch)
     if header_value is not None:
         upstream.header_value_encrypted = secret_encrypt(plaintext=header_value) if header_value else ""
     if oauth_client_secret is not None:
@@ -102,7 +117,7 @@ def upstream_save(
             secret_encrypt(plaintext=json.dumps(dict(env), sort_keys=True)) if env else ""
         )
     result = None
-    if upstream.enabled:
+    if upstream.enabled and not upstream_awaits_sign_in(upstream=upstream):
         result = upstream_test(upstream=upstream)
         if not result.ok:
             raise InvalidInput(TEST_FAILED.format(error=result.error))
@@ -128,6 +143,20 @@ def upstream_save(
         )
     upstream_configs_forget(tenant_id=upstream.tenant_id)
     return result
+
+
+def upstream_awaits_sign_in(*, upstream: Upstream) -> bool:
+    """An OAuth sign-in upstream no tenant admin has connected yet: it cannot be tested (there is
+    no token to test it with), so it is saved untested, and a member's call says it needs
+    connecting until an admin signs in to it (``upstreams.sign_in``)."""
+    if upstream.auth != AuthKind.OAUTH_CODE:
+        return False
+    if upstream.pk is None:
+        return True
+    return not (
+        upstream_sign_in_connected(upstream_id=upstream.pk)
+        or upstream_interactive_installed(upstream_id=upstream.pk)
+    )
 
 
 def upstream_remove(*, upstream: Upstream, by: User | None = None) -> None:

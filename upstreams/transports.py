@@ -1,6 +1,7 @@
 """Open the byte streams of one upstream session, with Gatehouse's own credentials: the SDK's
-Streamable HTTP, SSE and stdio client transports, and its OAuth client-credentials provider (which
-discovers the upstream's authorization server from its metadata; ``upstreams.oauth``). The caller's
+Streamable HTTP, SSE and stdio client transports, and its OAuth providers (client credentials,
+``upstreams.oauth``; a sign-in kept from an admin's authorization, ``upstreams.sign_in``), which
+discover the upstream's authorization server from its metadata. The caller's
 token is never sent: only, when the upstream asks for it, who the caller is, as plain headers.
 Every HTTP request goes through ``upstreams.egress``, which refuses addresses upstreams may not
 reach."""
@@ -23,6 +24,7 @@ from upstreams.config import UpstreamConfig
 from upstreams.egress import upstream_http_client
 from upstreams.models import AuthKind, Transport
 from upstreams.oauth import upstream_oauth
+from upstreams.sign_in.provider import upstream_sign_in
 
 # An SSE or Streamable HTTP response stream may stay open between events this long.
 STREAM_READ_SECONDS = 300.0
@@ -47,6 +49,16 @@ def upstream_headers(config: UpstreamConfig, *, identity: Mapping[str, str]) -> 
     return headers
 
 
+async def _auth(config: UpstreamConfig) -> httpx2.Auth | None:
+    """The httpx auth of a session: OAuth client credentials, or the upstream's OAuth sign-in
+    (``upstreams.sign_in``: its stored tokens, or ``UpstreamSignInNeeded`` when there are none)."""
+    if config.auth == AuthKind.OAUTH:
+        return await upstream_oauth(config)
+    if config.auth == AuthKind.OAUTH_CODE:
+        return await upstream_sign_in(config)
+    return None
+
+
 @asynccontextmanager
 async def upstream_streams(config: UpstreamConfig, *, identity: Mapping[str, str]) -> AsyncIterator[tuple]:
     """The (read, write) streams of a new connection to ``config``'s server."""
@@ -61,7 +73,7 @@ async def upstream_streams(config: UpstreamConfig, *, identity: Mapping[str, str
             yield streams
         return
     headers = upstream_headers(config, identity=identity)
-    auth = await upstream_oauth(config) if config.auth == AuthKind.OAUTH else None
+    auth = await _auth(config)
     if config.transport == Transport.SSE:
         async with sse_client(
             config.url,

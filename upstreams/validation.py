@@ -65,6 +65,19 @@ STDIO_OPERATORS_ONLY = "Only operators may configure stdio upstreams (a command 
 NAME_INVALID = "name: use 1 to 40 lowercase letters, digits and hyphens, starting with a letter or digit."
 NAME_TAKEN = "name: the tenant already has an upstream named {name!r}."
 TENANT_MISSING = "tenant: an upstream belongs to a tenant."
+PASS_IDENTITY_MCP_ONLY = "pass_identity: only http and sse upstreams get the caller's identity headers."
+BASE_URL_QUERY = (
+    "url: an OpenAPI upstream's base URL has no query or fragment (an API key in the query is an "
+    "authentication kind of its own)."
+)
+QUERY_OPENAPI_ONLY = "auth: an API key in the query is for OpenAPI upstreams."
+QUERY_NAME_INVALID = "header_name: the query parameter's name (letters, digits, '-', '_', '.') is needed."
+QUERY_VALUE_NEEDED = "header_value: the API key is needed."
+OAUTH_CODE_MCP_ONLY = "auth: OAuth sign-in is for http and sse upstreams."
+OAUTH_REMOTE_ONLY = "auth: OAuth client credentials are for http, sse and OpenAPI upstreams."
+# Where a caller's sign-in and identity headers mean something: MCP over HTTP.
+MCP_OVER_HTTP = frozenset({Transport.HTTP, Transport.SSE})
+QUERY_NAME_PATTERN = re.compile(r"[A-Za-z0-9_.\-]{1,200}")
 
 
 def _refuse(field: str, message: str) -> InvalidInput:
@@ -196,10 +209,22 @@ def upstream_validate(
     # Every text field is checked whatever the transport: a value kept from an earlier transport
     # is stored too.
     _text("url", upstream.url, max_length=MAX_URL)
+    _text("openapi_url", upstream.openapi_url, max_length=MAX_URL)
     _text("command", upstream.command, max_length=MAX_COMMAND)
     _args_validate(args=upstream.args)
     _text("cwd", upstream.cwd, max_length=MAX_CWD)
-    if remote:
+    if upstream.transport == Transport.OPENAPI:
+        # The base URL may be left for the document's servers to give (upstreams.openapi.setup
+        # checks it once known); the document's URL is reached like an upstream's.
+        if upstream.url:
+            url_validate(url=upstream.url)
+            parts = urlsplit(upstream.url)
+            if parts.query or parts.fragment:
+                # Each operation's path is appended to it.
+                raise _refuse("url", BASE_URL_QUERY)
+        if upstream.openapi_url:
+            url_validate(url=upstream.openapi_url, field="openapi_url")
+    elif remote:
         url_validate(url=upstream.url)
     else:
         _stdio_validate(upstream=upstream, allow_stdio=allow_stdio)
@@ -218,10 +243,8 @@ def upstream_validate(
             "scopes",
             f"scopes: unknown {', '.join(unknown)}; known: {', '.join(sorted(scope_definitions()))}.",
         )
-    if upstream.pass_identity and not remote:
-        raise _refuse(
-            "pass_identity", "pass_identity: only http and sse upstreams get the caller's identity headers."
-        )
+    if upstream.pass_identity and upstream.transport not in MCP_OVER_HTTP:
+        raise _refuse("pass_identity", PASS_IDENTITY_MCP_ONLY)
     _auth_validate(
         upstream=upstream, remote=remote, header_value=header_value, oauth_client_secret=oauth_client_secret
     )
@@ -264,9 +287,20 @@ def _auth_validate(
             raise _refuse("auth", "auth: a stdio upstream gets its credentials through its environment.")
         if not (header_value or (header_value is None and upstream.header_value_encrypted)):
             raise _refuse("header_value", "header_value: the header's value is needed.")
+    if upstream.auth == AuthKind.QUERY:
+        if upstream.transport != Transport.OPENAPI:
+            raise _refuse("auth", QUERY_OPENAPI_ONLY)
+        if not QUERY_NAME_PATTERN.fullmatch(upstream.header_name):
+            raise _refuse("header_name", QUERY_NAME_INVALID)
+        if not (header_value or (header_value is None and upstream.header_value_encrypted)):
+            raise _refuse("header_value", QUERY_VALUE_NEEDED)
+    if upstream.auth == AuthKind.OAUTH_CODE and upstream.transport not in MCP_OVER_HTTP:
+        # A tenant admin signs in once; the client id (a pre-registered client), its secret and
+        # the scope are all optional, so nothing more is required here.
+        raise _refuse("auth", OAUTH_CODE_MCP_ONLY)
     if upstream.auth == AuthKind.OAUTH:
         if not remote:
-            raise _refuse("auth", "auth: OAuth client credentials are for http and sse upstreams.")
+            raise _refuse("auth", OAUTH_REMOTE_ONLY)
         if not upstream.oauth_client_id.strip():
             raise _refuse("oauth_client_id", "oauth_client_id: the OAuth client id is needed.")
         if not (

@@ -15,12 +15,21 @@ the function):
   schema a tool publishes (``add_tool`` derives it from the function's signature and takes none);
 
 * ``client_session_closed``: ``ClientSession._dispatcher._closed``, whether an upstream session's
-  connection has ended (``upstreams.pool`` does not lease such a session out again).
+  connection has ended (``upstreams.pool`` does not lease such a session out again);
+* ``client_session_negotiate``: ``mcp.client._probe.negotiate_auto``, the ``Client``'s
+  ``mode="auto"`` connect (``server/discover`` at 2026-07-28, else the ``initialize`` handshake),
+  which upstream sessions need on a bare ``ClientSession``;
+* ``client_input_required_drive``: ``mcp.client._input_required.run_input_required_driver``, the
+  ``Client``'s SEP-2322 loop (an upstream's ``InputRequiredResult`` answered through the session's
+  own elicitation and sampling callbacks, and the request sent again with its ``requestState``).
 
 ``upstreams/oauth.py`` subclasses the SDK's ``ClientCredentialsOAuthProvider`` and so depends on its
 private names too (``_auth_flow``, ``_initialized``, ``_fixed_client_info``,
 ``_exchange_token_client_credentials``, ``_handle_token_response`` and the ``context`` fields); its
-docstring lists them, and an SDK upgrade re-checks that module with this one.
+docstring lists them, and an SDK upgrade re-checks that module with this one. So does
+``upstreams/sign_in/provider.py``, on the SDK's ``OAuthClientProvider`` (``_initialize``,
+``_auth_flow``, ``_perform_authorization_code_grant``, ``_initialized`` and the ``context`` fields
+``token_expiry_time``, ``current_tokens`` and ``client_metadata.scope``).
 
 Two more functions use public names only but copy SDK behaviour, so they are re-checked here too:
 
@@ -38,7 +47,9 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
 from typing import Any, TypeVar
 
-from mcp.client.session import ClientSession
+from mcp.client._input_required import run_input_required_driver
+from mcp.client._probe import negotiate_auto
+from mcp.client.session import ClientRequestContext, ClientSession
 from mcp.server._otel import OpenTelemetryMiddleware
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel.server import NotificationOptions, Server
@@ -46,10 +57,18 @@ from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.resources.templates import DEFAULT_RESOURCE_SECURITY
 from mcp.shared.exceptions import MCPError
 from mcp.shared.uri_template import UriTemplate
-from mcp_types import METHOD_NOT_FOUND, ErrorData
+from mcp_types import (
+    METHOD_NOT_FOUND,
+    ErrorData,
+    InputRequest,
+    InputRequiredResult,
+    InputResponse,
+    InputResponses,
+)
 from pydantic import BaseModel
 
 ParamsT = TypeVar("ParamsT", bound=BaseModel)
+ResultT = TypeVar("ResultT")
 
 
 def server_drop_telemetry(*, server: MCPServer) -> None:
@@ -133,6 +152,32 @@ def client_session_closed(*, session: ClientSession) -> bool:
     child that died) while the session object lives on: a request on it would fail at once. An SDK
     without the attribute answers False (the request then fails, and its caller drops the session)."""
     return bool(getattr(getattr(session, "_dispatcher", None), "_closed", False))
+
+
+async def client_session_negotiate(*, session: ClientSession) -> None:
+    """Open ``session`` as the ``Client``'s ``mode="auto"`` does: ``server/discover`` at
+    2026-07-28, else the ``initialize`` handshake."""
+    await negotiate_auto(session)
+
+
+async def client_input_required_drive(
+    *,
+    session: ClientSession,
+    first: ResultT | InputRequiredResult,
+    retry: Callable[[InputResponses | None, str | None], Awaitable[ResultT | InputRequiredResult]],
+) -> ResultT:
+    """The terminal result of a request whose first answer was ``first``: each
+    ``InputRequiredResult`` is answered through ``session``'s own callbacks and the request sent
+    again by ``retry`` (with the responses and the echoed ``requestState``)."""
+    if not isinstance(first, InputRequiredResult):
+        return first
+
+    async def dispatch(key: str, request: InputRequest) -> InputResponse | ErrorData:
+        meta = request.params.meta if request.params else None
+        context = ClientRequestContext(session=session, request_id=key, meta=meta)
+        return await session.dispatch_input_request(context, request)
+
+    return await run_input_required_driver(first, dispatch=dispatch, retry=retry)
 
 
 async def server_request_run(

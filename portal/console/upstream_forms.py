@@ -2,7 +2,10 @@
 ``upstreams.services.upstream_save`` takes; every rule of what may be stored (name, URL, header,
 tool lists, scopes) is ``upstreams.validation``'s, applied by the service, so the console refuses
 what the admin and the command line refuse, in the same words. stdio is refused here too, in the
-operators' words, for a form that posts it anyway."""
+operators' words, for a form that posts it anyway.
+
+An OpenAPI upstream's document comes by its URL or as an upload (the form is multipart); the upload
+is capped by ``upstreams.forms.OpenAPIDocumentField`` and handed to the service as bytes."""
 
 from __future__ import annotations
 
@@ -11,8 +14,18 @@ from typing import Any
 from django import forms
 
 from accounts.scopes import SCOPE_READ, scope_definitions
-from upstreams.forms import RemoteTransportField, ToolNamesField, secret_field
-from upstreams.models import AuthKind, Upstream
+from upstreams.forms import (
+    BASE_URL_HELP,
+    OPENAPI_REFETCH_HELP,
+    OPENAPI_URL_HELP,
+    OpenAPIDocumentField,
+    RemoteTransportField,
+    ToolNamesField,
+    openapi_arguments,
+    openapi_upload_check,
+    secret_field,
+)
+from upstreams.models import PROTOCOL_HELP, AuthKind, Upstream, UpstreamProtocol
 
 CREDENTIALS_BOTH = "Enter a new credential or remove the stored ones, not both."
 # Generous bounds that only keep a hostile post from being carried around; the service's own limits
@@ -41,12 +54,25 @@ class UpstreamConsoleForm(forms.Form):
         label="Enabled", required=False, help_text="Saving an enabled upstream connects to it first."
     )
     transport = RemoteTransportField(label="Transport")
-    url = _text("URL", required=True, inputmode="url", help_text="http:// or https://, without credentials.")
+    url = _text("URL", inputmode="url", help_text=f"{BASE_URL_HELP} Without credentials.")
+    protocol = forms.ChoiceField(
+        label="Protocol", choices=UpstreamProtocol.choices, required=False, help_text=PROTOCOL_HELP
+    )
+    openapi_url = _text("Document URL", inputmode="url", help_text=OPENAPI_URL_HELP)
+    openapi_file = OpenAPIDocumentField(label="Or upload the document")
+    openapi_refetch = forms.BooleanField(
+        label="Fetch the document again", required=False, help_text=OPENAPI_REFETCH_HELP
+    )
     auth = forms.ChoiceField(label="Credentials", choices=AuthKind.choices)
-    header_name = _text("Header name", help_text="For a static header, such as Authorization.")
+    header_name = _text(
+        "Header or query parameter name",
+        help_text="For a static header, such as Authorization; for an API key in the query, the "
+        "parameter's name (OpenAPI only).",
+    )
     header_value = secret_field(
-        label="Header value",
-        help_text="Such as Bearer and a token. Stored encrypted, never shown; blank keeps the stored value.",
+        label="Header value or API key",
+        help_text="Such as Bearer and a token, or the key. Stored encrypted, never shown; blank keeps "
+        "the stored value.",
     )
     oauth_client_id = _text("OAuth client id")
     oauth_client_secret = secret_field(
@@ -75,7 +101,12 @@ class UpstreamConsoleForm(forms.Form):
         assert isinstance(scopes, forms.MultipleChoiceField)
         scopes.choices = [(name, name) for name in sorted(scope_definitions())]
         if not self.is_bound and not self.initial:
-            self.initial = {"enabled": True, "scopes": [SCOPE_READ], "auth": AuthKind.NONE}
+            self.initial = {
+                "enabled": True,
+                "scopes": [SCOPE_READ],
+                "auth": AuthKind.NONE,
+                "protocol": UpstreamProtocol.AUTO,
+            }
 
     def clean(self) -> dict[str, Any]:
         cleaned = super().clean() or {}
@@ -83,6 +114,7 @@ class UpstreamConsoleForm(forms.Form):
             cleaned.get("header_value") or cleaned.get("oauth_client_secret")
         ):
             self.add_error("remove_credentials", CREDENTIALS_BOTH)
+        openapi_upload_check(self, cleaned)
         return cleaned
 
     def apply(self, upstream: Upstream) -> None:
@@ -93,6 +125,7 @@ class UpstreamConsoleForm(forms.Form):
             "enabled",
             "transport",
             "url",
+            "openapi_url",
             "auth",
             "header_name",
             "oauth_client_id",
@@ -103,6 +136,8 @@ class UpstreamConsoleForm(forms.Form):
         ):
             setattr(upstream, name, data[name])
         upstream.scopes = list(data["scopes"])
+        # Not offered for OpenAPI (plain HTTP requests): left as it was.
+        upstream.protocol = data.get("protocol") or upstream.protocol or UpstreamProtocol.AUTO
 
     def secrets(self) -> tuple[str | None, str | None]:
         """The header value and OAuth client secret for ``upstream_save``: None keeps the stored
@@ -114,6 +149,10 @@ class UpstreamConsoleForm(forms.Form):
             self.cleaned_data.get("oauth_client_secret") or None,
         )
 
+    def openapi(self) -> dict[str, Any]:
+        """The OpenAPI document's arguments for ``upstream_save`` (none for other transports)."""
+        return openapi_arguments(self.cleaned_data)
+
 
 def upstream_initial(upstream: Upstream) -> dict[str, Any]:
     """The change form's values: everything but the credentials, which are never shown."""
@@ -121,7 +160,9 @@ def upstream_initial(upstream: Upstream) -> dict[str, Any]:
         "name": upstream.name,
         "enabled": upstream.enabled,
         "transport": upstream.transport,
+        "protocol": upstream.protocol,
         "url": upstream.url,
+        "openapi_url": upstream.openapi_url,
         "auth": upstream.auth,
         "header_name": upstream.header_name,
         "oauth_client_id": upstream.oauth_client_id,

@@ -1,6 +1,8 @@
 """The console's upstreams page, ``/console/<tenant>/upstreams/``: the tenant's upstream MCP servers
 (name, transport, URL, enabled, when last tested and the tools that test found); its admins add one
-(Streamable HTTP or SSE), change it, test its connection and remove it. stdio upstreams run a
+(Streamable HTTP, SSE, or an OpenAPI description whose operations become tools, given by its URL or
+uploaded), change it, test its connection and remove it; an upstream that signs in with OAuth shows
+whether it is connected, and a Connect button (``upstream_connect``). stdio upstreams run a
 command on Gatehouse's machine and stay the operators' (the admin, ``manage.py upstreams``): listed
 here, never changed. Thin: each form is parsed (``upstream_forms``) and handed to the one service
 the admin and the command line use (``upstreams.services``), which validates, tests, refuses tool
@@ -26,13 +28,18 @@ from portal.console.changes import console_change
 from portal.console.pages import console_page, console_render
 from portal.console.upstream_forms import UpstreamConsoleForm, upstream_initial
 from upstreams.check import UpstreamTestResult, left_out_lines
+from upstreams.forms import form_field_for
 from upstreams.models import AuthKind, Transport, Upstream
+from upstreams.openapi.tools import openapi_operation_names
 from upstreams.selectors import upstream_get, upstream_list
 from upstreams.services import upstream_remove, upstream_save, upstream_test
+from upstreams.sign_in.selectors import SignInStatus, upstream_sign_in_statuses
 
 TEMPLATE = "console/upstreams.html"
 SAVED = "{name} is saved: connected, {summary}."
 SAVED_DISABLED = "{name} is saved, disabled: not connected, and not served to clients."
+# An enabled OAuth sign-in upstream nobody has connected yet (``upstream_awaits_sign_in``).
+SAVED_TO_CONNECT = "{name} is saved: connect it (Connect) to sign in; until then its tools are not served."
 REMOVED = "{name} was removed: MCP clients no longer see its tools."
 OPERATORS_ONLY = (
     "{name} runs a command on Gatehouse's machine (stdio): only operators change, test or remove it."
@@ -60,6 +67,12 @@ class ConsoleUpstream:
     tool_names: list[str]
     credentials: str
     operators_only: bool
+    # OpenAPI: where the document was fetched from (its query hidden), or whether it was uploaded.
+    openapi: bool
+    document_url: str
+    document_uploaded: bool
+    # OAuth sign-in (None for other credentials): connected or not, by whom, an attempt under way.
+    sign_in: SignInStatus | None
 
 
 @require_GET
@@ -87,9 +100,10 @@ def _page(
     status: int = 200,
 ) -> HttpResponse:
     context = {
-        "upstreams": [_row(upstream) for upstream in upstream_list(tenant=console.tenant)],
+        "upstreams": _rows(console),
         "form": form or UpstreamConsoleForm(),
         "chosen": chosen,
+        "operations": openapi_operation_names(document=chosen.openapi_document) if chosen is not None else [],
         "tested": tested,
         "error": error,
     }
@@ -125,7 +139,7 @@ def upstream_remove_view(request: HttpRequest, console: ConsoleTenant, name: str
 
 def _save(request: HttpRequest, console: ConsoleTenant, *, name: str | None) -> HttpResponse:
     chosen = _changeable(console, name) if name is not None else None
-    form = UpstreamConsoleForm(request.POST)
+    form = UpstreamConsoleForm(request.POST, request.FILES)
     if not form.is_valid():
         return _page(request, console, form=form, chosen=chosen, status=422)
     # A row of its own: ``chosen`` keeps its stored name for the form shown again after a refusal.
@@ -139,16 +153,19 @@ def _save(request: HttpRequest, console: ConsoleTenant, *, name: str | None) -> 
             header_value=header_value,
             oauth_client_secret=oauth_client_secret,
             by=console.person,
+            **form.openapi(),
         )
     except GatehouseError as error:
-        field = (error.data or {}).get("field")
+        field = form_field_for((error.data or {}).get("field"))
         if field in form.fields:
             form.add_error(field, error.message)
             return _page(request, console, form=form, chosen=chosen, status=error.http_status)
         return _page(
             request, console, form=form, chosen=chosen, error=error.message, status=error.http_status
         )
-    if result is None:
+    if result is None and upstream.enabled:
+        messages.warning(request, SAVED_TO_CONNECT.format(name=upstream.name))
+    elif result is None:
         messages.warning(request, SAVED_DISABLED.format(name=upstream.name))
     else:
         messages.success(request, SAVED.format(name=upstream.name, summary=result.summary))
@@ -176,16 +193,27 @@ def _where(url: str) -> str:
 
 
 def _credentials(upstream: Upstream) -> str:
-    if upstream.auth == AuthKind.HEADER:
+    if upstream.auth in (AuthKind.HEADER, AuthKind.QUERY):
         stored = "stored" if upstream.header_value_encrypted else "no value stored"
-        return f"{upstream.header_name} header ({stored})"
+        where = "header" if upstream.auth == AuthKind.HEADER else "query parameter"
+        return f"{upstream.header_name} {where} ({stored})"
     if upstream.auth == AuthKind.OAUTH:
         stored = "secret stored" if upstream.oauth_client_secret_encrypted else "no secret stored"
         return f"OAuth client credentials ({stored})"
+    if upstream.auth == AuthKind.OAUTH_CODE:
+        return "OAuth sign-in"
     return "None"
 
 
-def _row(upstream: Upstream) -> ConsoleUpstream:
+def _rows(console: ConsoleTenant) -> list[ConsoleUpstream]:
+    upstreams = list(upstream_list(tenant=console.tenant))
+    statuses = upstream_sign_in_statuses(
+        upstream_ids=[upstream.pk for upstream in upstreams if upstream.auth == AuthKind.OAUTH_CODE]
+    )
+    return [_row(upstream, sign_in=statuses.get(upstream.pk)) for upstream in upstreams]
+
+
+def _row(upstream: Upstream, *, sign_in: SignInStatus | None) -> ConsoleUpstream:
     stdio = upstream.transport == Transport.STDIO
     return ConsoleUpstream(
         name=upstream.name,
@@ -196,6 +224,10 @@ def _row(upstream: Upstream) -> ConsoleUpstream:
         tool_names=[str(name) for name in upstream.tool_names or ()],
         credentials="Its environment (operators')" if stdio else _credentials(upstream),
         operators_only=stdio,
+        openapi=upstream.transport == Transport.OPENAPI,
+        document_url=_where(upstream.openapi_url) if upstream.openapi_url else "",
+        document_uploaded=not upstream.openapi_url and upstream.openapi_document is not None,
+        sign_in=sign_in,
     )
 
 

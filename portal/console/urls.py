@@ -2,7 +2,17 @@ from __future__ import annotations
 
 from django.urls import path
 
-from portal.console import clients, identity_provider, members, models, overview, tools, upstreams, usage
+from portal.console import (
+    clients,
+    identity_provider,
+    members,
+    models,
+    overview,
+    tools,
+    upstream_connect,
+    upstreams,
+    usage,
+)
 
 app_name = "console"
 
@@ -22,6 +32,7 @@ urlpatterns = [
     path("<slug:slug>/usage.csv", usage.usage_csv, name="usage-csv"),
     *models.urlpatterns,
     *upstreams.urlpatterns,
+    *upstream_connect.urlpatterns,
     *clients.urlpatterns,
     *identity_provider.urlpatterns,
     *members.urlpatterns,

@@ -36,18 +36,24 @@ def sse_upstream(upstream_dir: Path) -> Iterator[UpstreamProcess]:
     process.kill()
 
 
+# The test server is written for the handshake's session (its tools elicit, sample and announce
+# list changes in the middle of a call), so it is reached that way unless a test says otherwise.
+HANDSHAKE = "handshake"
+
+
 def stdio_fields(*, record: Path | None = None) -> dict[str, Any]:
     """A row's fields for the test server over stdio; with ``record``, it writes what reached it there."""
     command, args = stdio_command()
     return {
         "transport": "stdio",
+        "protocol": HANDSHAKE,
         "command": command,
         "args": [*args, *(["--record", str(record)] if record is not None else [])],
     }
 
 
 def remote_fields(process: UpstreamProcess) -> dict[str, Any]:
-    return {"transport": process.transport, "url": process.url}
+    return {"transport": process.transport, "protocol": HANDSHAKE, "url": process.url}
 
 
 @dataclass(frozen=True)

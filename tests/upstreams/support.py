@@ -16,6 +16,7 @@ CONFIG = UpstreamConfig(
     tenant_slug="acme",
     name="vendor",
     transport="http",
+    protocol="auto",
     url="http://127.0.0.1:9/mcp",
     command="",
     args=(),

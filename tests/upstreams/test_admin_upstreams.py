@@ -1,6 +1,7 @@
 """Operators configure upstreams in the admin: saving tests the connection and shows what it found,
 what the service refuses is a form error beside its field, secrets are write-only (never on a
-page, nor in a log line), and staff who are not superusers never touch a stdio upstream."""
+page, nor in a log line), and staff who are not superusers never touch a stdio upstream. An OAuth
+sign-in upstream says who connected it, never a token."""
 
 from __future__ import annotations
 
@@ -10,13 +11,17 @@ from typing import Any
 import pytest
 from django.contrib.auth.models import Permission
 from django.contrib.messages import get_messages
+from django.utils import timezone
+from django.utils.html import escape
 
-from core.crypto import secret_decrypt
+from core.crypto import secret_decrypt, secret_encrypt
 from tests.e2e.harness import free_port
 from tests.support.admin_support import admin_url, post_action
 from tests.support.factories import UserFactory
 from tests.support.upstream_support import UpstreamProcess, stdio_command, upstream_row
+from upstreams.admin import SIGN_IN_NOT_CONNECTED
 from upstreams.models import AuthKind, Transport, Upstream
+from upstreams.sign_in.models import UpstreamGrant
 
 pytestmark = pytest.mark.django_db
 
@@ -219,7 +224,7 @@ def staff(client):
 def test_staff_cannot_choose_stdio_nor_see_the_command_fields(client, staff, tenant):
     page = client.get(admin_url(Upstream, "add"))
     form = page.context["adminform"].form
-    assert [value for value, _ in form.fields["transport"].choices] == ["http", "sse"]
+    assert [value for value, _ in form.fields["transport"].choices] == ["http", "sse", "openapi"]
     assert 'name="command"' not in page.content.decode()
     response = client.post(admin_url(Upstream, "add"), _stdio_form(tenant, enabled=None))
     assert response.status_code == 200
@@ -282,3 +287,31 @@ def test_an_operator_editing_an_upstream_tests_it_again(client, operator, tenant
     upstream.refresh_from_db()
     assert upstream.tool_names == ["echo"]
     assert upstream.last_tested is not None
+
+
+def test_an_oauth_sign_in_upstream_shows_who_connected_it_and_never_a_token(client, operator, tenant):
+    upstream = upstream_row(
+        tenant=tenant.slug, name="crm", url="https://crm.example/mcp", auth=AuthKind.OAUTH_CODE, enabled=False
+    )
+    grant = UpstreamGrant.objects.create(
+        upstream=upstream,
+        tokens_encrypted=secret_encrypt(plaintext='{"access_token": "adm-t0ken-51c3"}'),
+        connected_by=operator,
+        connected_at=timezone.now(),
+    )
+
+    page = client.get(admin_url(Upstream, "change", upstream.pk)).content.decode()
+
+    assert "Connected by operator, " in page
+    assert "adm-t0ken-51c3" not in page
+    assert grant.tokens_encrypted not in page
+
+
+def test_an_oauth_sign_in_upstream_not_yet_connected_says_where_to_connect_it(client, operator, tenant):
+    upstream = upstream_row(
+        tenant=tenant.slug, name="crm", url="https://crm.example/mcp", auth=AuthKind.OAUTH_CODE, enabled=False
+    )
+
+    page = client.get(admin_url(Upstream, "change", upstream.pk)).content.decode()
+
+    assert escape(SIGN_IN_NOT_CONNECTED) in page

@@ -1,5 +1,5 @@
 """Every save and removal of an upstream is audited by the service, whichever way it came (the
-admin, the command line, the tenant console: tests/portal/test_console_upstreams.py): who, which
+admin, the command line, the tenant console: tests/portal/console_upstreams/): who, which
 upstream, what changed by field name, and a credential only as replaced or removed."""
 
 from __future__ import annotations

@@ -104,9 +104,9 @@ def test_an_oauth_client_secret_comes_from_stdin(tenant):
     [
         (["--header", "X-Key"], None, "The header's value is read from stdin"),
         (["--oauth-client-id", "id"], None, "The OAuth client secret is read from stdin"),
-        (["--secret-stdin"], "x", "only with --header or --oauth-client-id"),
+        (["--secret-stdin"], "x", "only with --header, --query-key or --oauth-client-id"),
         (["--header", "X-Key", "--secret-stdin"], "", "nothing was read from stdin"),
-        (["--header", "X-Key", "--oauth-client-id", "id", "--secret-stdin"], "x", "not both"),
+        (["--header", "X-Key", "--oauth-client-id", "id", "--secret-stdin"], "x", "Use one of --header"),
         (["--arg", "x"], None, "--arg: only with --command"),
         (["--env", "A=1"], None, "--env: only with --command"),
         (["--scope", "mcp:root"], None, "scopes: unknown mcp:root"),

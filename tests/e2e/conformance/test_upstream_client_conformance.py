@@ -8,10 +8,11 @@ tenant for it, lists, calls and reads through the federation's pooled sessions, 
 creates the tenant and its member), the others a few at a time: each run lists and calls only its
 own upstream. The expected-failure list
 ``tests/conformance/client-baseline.yml`` says which are not passing yet; the suite exits non-zero
-on an unexpected failure and on a stale entry alike. Of the authorization scenarios (``auth/*``)
-only the two with client credentials are run: the others need the authorization-code flow (or an
-extension) that upstream connections do not have, and the ``sep-2640-*`` ones the skills
-extension (docs/conformance.md).
+on an unexpected failure and on a stale entry alike. Every authorization scenario (``auth/*``) of
+the protocol is run, the upstream signing in by authorization code (``upstreams.sign_in``), plus
+the extension's client-credentials-basic. Not run: the extension's others (a signed JWT,
+enterprise-managed authorization, DPoP, workload identity) and the ``sep-2640-*`` skills ones
+(docs/conformance.md).
 """
 
 from __future__ import annotations
@@ -30,6 +31,35 @@ pytestmark = pytest.mark.django_db
 
 BASELINE = Path(__file__).resolve().parents[2] / "conformance" / "client-baseline.yml"
 SUITE_HOME = Path(os.environ.get("MCP_TOOLS_02_HOME", Path.home() / ".cache" / "mcp-tools-0.2"))
+AUTH_CODE_SCENARIOS = (
+    "metadata-default",
+    "metadata-var1",
+    "metadata-var2",
+    "metadata-var3",
+    "basic-cimd",
+    "scope-from-www-authenticate",
+    "scope-from-scopes-supported",
+    "scope-omitted-when-undefined",
+    "scope-step-up",
+    "scope-retry-limit",
+    "token-endpoint-auth-basic",
+    "token-endpoint-auth-post",
+    "token-endpoint-auth-none",
+    "pre-registration",
+    "2025-03-26-oauth-metadata-backcompat",
+    "2025-03-26-oauth-endpoint-fallback",
+    "resource-mismatch",
+    "offline-access-scope",
+    "offline-access-not-supported",
+    "authorization-server-migration",
+    "iss-supported",
+    "iss-not-advertised",
+    "iss-supported-missing",
+    "iss-wrong-issuer",
+    "iss-unexpected",
+    "iss-normalized",
+    "metadata-issuer-mismatch",
+)
 SCENARIOS = (
     "initialize",
     "tools_call",
@@ -42,9 +72,10 @@ SCENARIOS = (
     "http-invalid-tool-headers",
     "json-schema-ref-no-deref",
     "json-schema-2020-12-preservation",
-    # The two authorization scenarios an upstream connection can take part in: OAuth client
-    # credentials, with the client id and secret the scenario gives.
-    "auth/pre-registration",
+    # Authorization: an upstream that signs in with OAuth (authorization code), its sign-in made by
+    # the conformance client's headless browser (the scenarios' authorization servers approve at
+    # once); and OAuth client credentials (the extension's client-credentials-basic).
+    *(f"auth/{name}" for name in AUTH_CODE_SCENARIOS),
     "auth/client-credentials-basic",
 )
 # The suite's per-scenario limit for the client (ms), and the test's for each whole run (s).

@@ -24,7 +24,7 @@ from mcp_types import (
 from tests.e2e.harness import Person
 from tests.e2e.oauth_driver import minted_sdk_client, minted_token
 from tests.e2e.raw_mcp import RawMcp, sse_messages
-from tests.e2e.upstream_fixtures import UpstreamUnderTest
+from tests.e2e.upstream_fixtures import UpstreamUnderTest, remote_fields
 from tests.support.upstream_support import upstream_row
 from upstreams.downstream import NO_ELICITATION
 
@@ -79,10 +79,14 @@ async def test_arguments_the_published_schema_refuses_never_reach_the_upstream(
     assert _echo_calls(upstream) == before + 1
 
 
+@pytest.mark.parametrize("protocol", ["handshake", "auto"])
 async def test_progress_and_log_messages_of_a_forwarded_call_reach_the_caller(
-    server, committed, upstream: UpstreamUnderTest
+    server, committed, upstream: UpstreamUnderTest, protocol: str
 ):
-    committed(upstream_row, tenant="acme", name="ext", prefix_tools=True, **upstream.fields)
+    # "auto": the server speaks 2026-07-28 too, so the call goes without a session, and its log
+    # messages come only because Gatehouse asks for them in the request.
+    fields = {**upstream.fields, "protocol": protocol}
+    committed(upstream_row, tenant="acme", name="ext", prefix_tools=True, **fields)
     reported: list[tuple[float, float | None, str | None]] = []
     logs: list[LoggingMessageNotificationParams] = []
 
@@ -251,7 +255,7 @@ async def test_two_callers_at_once_each_get_only_their_own_progress(server, comm
 async def test_a_caller_without_elicitation_gets_an_error_naming_the_upstream_and_why(
     server, committed, http_upstream
 ):
-    committed(upstream_row, tenant="acme", name="ext", url=http_upstream.url)
+    committed(upstream_row, tenant="acme", name="ext", **remote_fields(http_upstream))
 
     async with minted_sdk_client(committed, server, Person("alice")) as (client, _):
         with pytest.raises(MCPError) as refused:

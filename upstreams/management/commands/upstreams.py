@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import shlex
 import sys
+from pathlib import Path
 from typing import Any, TextIO
 from urllib.parse import urlsplit
 
@@ -15,14 +16,20 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from accounts.selectors import tenant_get
 from core.errors import GatehouseError
 from upstreams.check import UpstreamTestResult, left_out_lines
-from upstreams.models import AuthKind, Transport, Upstream, default_scopes
+from upstreams.models import AuthKind, Transport, Upstream, UpstreamProtocol, default_scopes
+from upstreams.openapi.document import MAX_DOCUMENT_BYTES
 from upstreams.selectors import upstream_get, upstream_list
 from upstreams.services import upstream_remove, upstream_save, upstream_test
 
 SECRET_NEEDS_STDIN = "{what} is read from stdin: add --secret-stdin and pipe it in."
 SECRET_EMPTY = "--secret-stdin: nothing was read from stdin."
-SECRET_UNUSED = "--secret-stdin: only with --header or --oauth-client-id."
-HEADER_AND_OAUTH = "Use either --header or --oauth-client-id, not both."
+SECRET_UNUSED = "--secret-stdin: only with --header, --query-key or --oauth-client-id."
+HEADER_AND_OAUTH = "Use one of --header, --query-key, --oauth-client-id and --oauth-sign-in."
+TRANSPORT_WITH_OPENAPI = "--transport: an OpenAPI upstream is reached over plain HTTP requests."
+OPENAPI_ONLY = "{option}: only with --openapi-url or --openapi-file (an OpenAPI upstream)."
+FILE_UNREADABLE = "--openapi-file: {path} cannot be read ({reason})."
+# Read whole, then refused by the loader's own size check: a bound on what is read at all.
+FILE_READ_LIMIT = MAX_DOCUMENT_BYTES + 1
 ENV_FORM = "--env: NAME=VALUE expected."
 STDIO_ONLY = "{option}: only with --command (a stdio upstream)."
 TRANSPORT_WITH_COMMAND = "--transport: a --command upstream is always stdio."
@@ -54,7 +61,31 @@ class Command(BaseCommand):
         target = add.add_mutually_exclusive_group(required=True)
         target.add_argument("--url", help="An http or sse upstream's URL.")
         target.add_argument("--command", dest="stdio_command", help="A stdio upstream's command.")
+        target.add_argument("--openapi-url", help="An OpenAPI upstream: its document's URL.")
+        target.add_argument(
+            "--openapi-file", type=Path, help="An OpenAPI upstream: its document (JSON or YAML file)."
+        )
         add.add_argument("--transport", choices=[Transport.HTTP.value, Transport.SSE.value])
+        add.add_argument(
+            "--protocol",
+            choices=[p.value for p in UpstreamProtocol],
+            default=UpstreamProtocol.AUTO.value,
+            help="auto: 2026-07-28 when the server speaks it; handshake: always initialize.",
+        )
+        add.add_argument(
+            "--base-url", default="", help="An OpenAPI upstream's base URL (default: the document's server)."
+        )
+        add.add_argument(
+            "--query-key",
+            default="",
+            metavar="NAME",
+            help="OpenAPI: an API key in this query parameter (stdin).",
+        )
+        add.add_argument(
+            "--oauth-sign-in",
+            action="store_true",
+            help="OAuth authorization code: a tenant admin connects it in the console after it is added.",
+        )
         add.add_argument(
             "--arg", action="append", default=[], help="An argument (repeat; --arg=-x for one with a dash)."
         )
@@ -104,7 +135,7 @@ class Command(BaseCommand):
         header_value, client_secret = None, None
         if options["secret_stdin"]:
             secret = _read_secret(options.get("stdin") or sys.stdin)
-            if upstream.auth == AuthKind.HEADER:
+            if upstream.auth in (AuthKind.HEADER, AuthKind.QUERY):
                 header_value = secret
             elif upstream.auth == AuthKind.OAUTH:
                 client_secret = secret
@@ -112,6 +143,8 @@ class Command(BaseCommand):
                 raise CommandError(SECRET_UNUSED)
         elif upstream.auth == AuthKind.HEADER:
             raise CommandError(SECRET_NEEDS_STDIN.format(what="The header's value"))
+        elif upstream.auth == AuthKind.QUERY:
+            raise CommandError(SECRET_NEEDS_STDIN.format(what="The API key"))
         elif upstream.auth == AuthKind.OAUTH:
             raise CommandError(SECRET_NEEDS_STDIN.format(what="The OAuth client secret"))
         result = upstream_save(
@@ -120,9 +153,14 @@ class Command(BaseCommand):
             header_value=header_value,
             oauth_client_secret=client_secret,
             env=_env(options["env"]) if options["env"] else None,
+            openapi_document=_document(options["openapi_file"]),
         )
         where = f"upstream {upstream.name!r} to {upstream.tenant.slug}"
-        if result is None:
+        if result is None and upstream.enabled:
+            self.stdout.write(
+                f"Added {where}: a tenant admin connects it in the console (Connect) to sign in."
+            )
+        elif result is None:
             self.stdout.write(f"Added {where}, disabled (not tested).")
         else:
             self.stdout.write(f"Added {where}. Connected: {tested(result)}")
@@ -172,18 +210,40 @@ def _fields(options: dict[str, Any]) -> dict[str, Any]:
                 raise CommandError(STDIO_ONLY.format(option=option))
     elif options["transport"]:
         raise CommandError(TRANSPORT_WITH_COMMAND)
-    if options["header"] and options["oauth_client_id"]:
+    openapi = options["openapi_url"] is not None or options["openapi_file"] is not None
+    if openapi and options["transport"]:
+        raise CommandError(TRANSPORT_WITH_OPENAPI)
+    if not openapi:
+        for option, value in (("--base-url", options["base_url"]), ("--query-key", options["query_key"])):
+            if value:
+                raise CommandError(OPENAPI_ONLY.format(option=option))
+    credentials = [
+        options["header"],
+        options["query_key"],
+        options["oauth_client_id"],
+        options["oauth_sign_in"],
+    ]
+    if sum(1 for given in credentials if given) > 1:
         raise CommandError(HEADER_AND_OAUTH)
     auth = (
         AuthKind.HEADER
         if options["header"]
+        else AuthKind.QUERY
+        if options["query_key"]
         else AuthKind.OAUTH
         if options["oauth_client_id"]
+        else AuthKind.OAUTH_CODE
+        if options["oauth_sign_in"]
         else AuthKind.NONE
     )
+    transport = (
+        Transport.STDIO if stdio else Transport.OPENAPI if openapi else options["transport"] or Transport.HTTP
+    )
     return {
-        "transport": Transport.STDIO if stdio else options["transport"] or Transport.HTTP,
-        "url": options["url"] or "",
+        "transport": transport,
+        "protocol": options["protocol"],
+        "url": (options["base_url"] if openapi else options["url"]) or "",
+        "openapi_url": options["openapi_url"] or "",
         "command": options["stdio_command"] or "",
         "args": options["arg"],
         "cwd": options["cwd"],
@@ -192,7 +252,7 @@ def _fields(options: dict[str, Any]) -> dict[str, Any]:
         "exclude_tools": options["exclude"],
         "scopes": options["scope"] or default_scopes(),
         "auth": auth,
-        "header_name": options["header"],
+        "header_name": options["header"] or options["query_key"],
         "oauth_client_id": options["oauth_client_id"],
         "oauth_scope": options["oauth_scope"],
         "pass_identity": options["pass_identity"],
@@ -210,6 +270,19 @@ def _env(pairs: list[str]) -> dict[str, str]:
             raise CommandError(ENV_FORM)
         env[name] = value
     return env
+
+
+def _document(path: Path | None) -> bytes | None:
+    """The file's bytes (bounded), for the loader to parse and refuse."""
+    if path is None:
+        return None
+    try:
+        with path.open("rb") as document:
+            return document.read(FILE_READ_LIMIT)
+    except OSError as error:
+        raise CommandError(
+            FILE_UNREADABLE.format(path=path, reason=error.strerror or type(error).__name__)
+        ) from None
 
 
 def _read_secret(stdin: TextIO) -> str:
