@@ -103,7 +103,16 @@ def budget_check(*, tenant_id: int, user_id: int) -> None:
                     _exceeded(whose=whose, period=budget.period, kind=kind, used=used, limit=limit, now=now)
                 )
     if spent:
-        raise max(spent, key=lambda error: error.retry_after_seconds)
+        # The one that resets last; on the month's last day a day's and the month's reset together,
+        # and the month's is named (the longer wait it stands for, and an order that does not
+        # depend on the rows').
+        raise max(
+            spent, key=lambda error: (error.retry_after_seconds, _period_of(error) == BudgetPeriod.MONTH)
+        )
+
+
+def _period_of(error: BudgetExceeded) -> str:
+    return str((error.data or {}).get("period", ""))
 
 
 def _exceeded(

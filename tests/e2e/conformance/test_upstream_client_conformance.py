@@ -4,7 +4,10 @@
 (``@modelcontextprotocol/conformance`` 0.2.0-alpha.12) starts the scenario's MCP server and runs
 the command with its URL; the command registers a temporary upstream of the ``conformance``
 tenant for it, lists, calls and reads through the federation's pooled sessions, and removes it
-(``upstreams.conformance_client``), on the test database. The first scenario runs alone (it
+(``upstreams.conformance_client``), on the test database. So that each scenario does not start
+Django anew, the suite's command here is ``client_relay.py``, which hands the scenario to one
+Django process started for the test (``client_zygote.py``); it runs the same management command,
+in a child forked per scenario. The first scenario runs alone (it
 creates the tenant and its member), the others a few at a time: each run lists and calls only its
 own upstream. The expected-failure list
 ``tests/conformance/client-baseline.yml`` says which are not passing yet; the suite exits non-zero
@@ -18,9 +21,13 @@ enterprise-managed authorization, DPoP, workload identity) and the ``sep-2640-*`
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import subprocess
 import sys
+import tempfile
+import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -81,20 +88,21 @@ SCENARIOS = (
 # The suite's per-scenario limit for the client (ms), and the test's for each whole run (s).
 CLIENT_TIMEOUT_MS = 60000
 RUN_TIMEOUT_SECONDS = 120
-# Runs at once after the first: each is mostly a Django process starting.
+# Runs at once after the first.
 AT_ONCE = 4
+ZYGOTE_START_SECONDS = 60
+RELAY = Path(__file__).resolve().with_name("client_relay.py")
 
 
-def _conformance_client(server, scenario: str, output: Path) -> subprocess.CompletedProcess[str]:
+def _conformance_client(env: dict[str, str], scenario: str, output: Path) -> subprocess.CompletedProcess[str]:
     bin_dir = SUITE_HOME / "node_modules" / ".bin"
-    command = f"{sys.executable} {BASE_DIR / 'manage.py'} upstream_conformance_client"
     return subprocess.run(
         [
             str(bin_dir / "node"),
             str(bin_dir / "conformance"),
             "client",
             "--command",
-            command,
+            f"{sys.executable} {RELAY}",
             "--scenario",
             scenario,
             "--expected-failures",
@@ -104,8 +112,7 @@ def _conformance_client(server, scenario: str, output: Path) -> subprocess.Compl
             "-o",
             str(output),
         ],
-        # The session's server settings and test database; the scenario servers are on loopback.
-        env={**server.env, "NO_COLOR": "1", "UPSTREAM_PRIVATE_NETWORKS": "127.0.0.0/8,::1/128"},
+        env=env,
         capture_output=True,
         text=True,
         timeout=RUN_TIMEOUT_SECONDS,
@@ -114,16 +121,42 @@ def _conformance_client(server, scenario: str, output: Path) -> subprocess.Compl
     )
 
 
+@contextlib.contextmanager
+def _zygote(server, directory: Path) -> Iterator[dict[str, str]]:
+    """The process that runs the management command for each scenario (``client_zygote``), on the
+    session's server settings and test database (the scenario servers are on loopback), and the
+    environment the relay finds it by."""
+    socket_path = directory / "zygote.sock"
+    env = {**server.env, "NO_COLOR": "1", "UPSTREAM_PRIVATE_NETWORKS": "127.0.0.0/8,::1/128"}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "tests.e2e.conformance.client_zygote", str(socket_path)], env=env, cwd=BASE_DIR
+    )
+    try:
+        give_up = time.monotonic() + ZYGOTE_START_SECONDS
+        while not socket_path.exists():
+            assert process.poll() is None, "the conformance zygote exited before it listened"
+            assert time.monotonic() < give_up, "the conformance zygote did not listen in time"
+            time.sleep(0.05)
+        yield {**env, "GATEHOUSE_CONFORMANCE_ZYGOTE": str(socket_path)}
+    finally:
+        process.kill()
+        process.wait()
+
+
+# 39 scenarios, four at a time: about 80 s on a quiet machine, well past the default limit on a busy one.
+@pytest.mark.timeout(900)
 async def test_the_client_scenarios_pass_against_the_upstream_client(server, tmp_path):
     output = Path(os.environ.get("GATEHOUSE_ARTIFACTS_DIR") or tmp_path) / "conformance-client"
     slots = asyncio.Semaphore(AT_ONCE)
+    # A short directory: a Unix socket's path is limited to about a hundred bytes.
+    with tempfile.TemporaryDirectory(prefix="gh-conf-") as short, _zygote(server, Path(short)) as env:
 
-    async def run(scenario: str) -> subprocess.CompletedProcess[str]:
-        async with slots:
-            return await asyncio.to_thread(_conformance_client, server, scenario, output)
+        async def run(scenario: str) -> subprocess.CompletedProcess[str]:
+            async with slots:
+                return await asyncio.to_thread(_conformance_client, env, scenario, output)
 
-    first = await run(SCENARIOS[0])
-    rest = await asyncio.gather(*(run(scenario) for scenario in SCENARIOS[1:]))
+        first = await run(SCENARIOS[0])
+        rest = await asyncio.gather(*(run(scenario) for scenario in SCENARIOS[1:]))
     completed = dict(zip(SCENARIOS, [first, *rest], strict=True))
     logs = {
         scenario: f"### {scenario} (exit {done.returncode})\n{done.stdout[-3000:]}{done.stderr[-2000:]}"
