@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import secrets
+import time
 
 import httpx2
 
@@ -35,6 +37,19 @@ class StampingTransport(httpx2.AsyncHTTPTransport):
 
     def request_ids(self, label: str) -> list[str]:
         return [request_id for sent, request_id in self.sent if sent == label]
+
+
+AUDIT_DEADLINE_SECONDS = 30
+
+
+async def audit_event_awaited(request_id: str) -> AuditEvent:
+    """The one audit row of the request (written as the answer goes out, so waited for a moment)."""
+    give_up = time.monotonic() + AUDIT_DEADLINE_SECONDS
+    while not (events := await audit_events(request_id)):
+        assert time.monotonic() < give_up, f"no audit row for {request_id}"
+        await asyncio.sleep(0.05)
+    [event] = events
+    return event
 
 
 async def audit_events(request_id: str) -> list[AuditEvent]:

@@ -6,9 +6,7 @@ that changes data; carol, of another tenant, neither sees nor calls any of them.
 
 from __future__ import annotations
 
-import asyncio
 import json
-import time
 from collections.abc import Iterator
 
 import pytest
@@ -17,10 +15,10 @@ from mcp_types import TextContent
 
 from accounts.models import Tenant
 from core.errors import INSUFFICIENT_SCOPE
-from core.models import AuditAction, AuditEvent, AuditOutcome
+from core.models import AuditAction, AuditOutcome
 from tests.e2e.harness import Person
 from tests.e2e.oauth_driver import minted_sdk_client
-from tests.e2e.stamping import StampingTransport, audit_events
+from tests.e2e.stamping import StampingTransport, audit_event_awaited
 from tests.support.openapi_api import OpenApiApi
 from upstreams.models import Transport, Upstream
 from upstreams.services import upstream_save
@@ -29,7 +27,6 @@ pytestmark = pytest.mark.django_db
 
 INVALID_PARAMS = -32602
 PERMISSION_DENIED = -32001
-AUDIT_DEADLINE_SECONDS = 30
 
 
 @pytest.fixture(scope="module")
@@ -49,15 +46,6 @@ def _registered(*, api: OpenApiApi) -> Upstream:
     )
     upstream_save(upstream=upstream, allow_stdio=False)
     return upstream
-
-
-async def _audited(request_id: str) -> AuditEvent:
-    give_up = time.monotonic() + AUDIT_DEADLINE_SECONDS
-    while not (events := await audit_events(request_id)):
-        assert time.monotonic() < give_up, f"no audit row for {request_id}"
-        await asyncio.sleep(0.05)
-    [event] = events
-    return event
 
 
 async def test_alice_lists_and_calls_a_tool_generated_from_the_api_and_the_call_is_audited(
@@ -86,7 +74,7 @@ async def test_alice_lists_and_calls_a_tool_generated_from_the_api_and_the_call_
     assert json.loads(content.text) == shown.structured_content
     assert api.requests[-1]["path"] == "/v1/pets/42%2F..%2Fadmin"
     [request_id] = transport.request_ids("tools/call")
-    event = await _audited(request_id)
+    event = await audit_event_awaited(request_id)
     assert (event.action, event.outcome, event.target) == (
         AuditAction.TOOL_CALLED,
         AuditOutcome.OK,

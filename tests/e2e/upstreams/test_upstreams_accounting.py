@@ -4,16 +4,13 @@ upstream."""
 
 from __future__ import annotations
 
-import asyncio
-import time
-
 import httpx
 import pytest
 from mcp.shared.exceptions import MCPError
 from prometheus_client.parser import text_string_to_metric_families
 
 from accounts.models import Tenant
-from core.models import AuditAction, AuditEvent, AuditOutcome, RateLimitScope
+from core.models import AuditAction, AuditOutcome, RateLimitScope
 from mcp_gateway.models import ChangeEvent, ChangeKind
 from tests.e2e.harness import Person, free_port
 from tests.e2e.limits.test_rate_limits import (  # noqa: F401 (a fixture)
@@ -22,24 +19,12 @@ from tests.e2e.limits.test_rate_limits import (  # noqa: F401 (a fixture)
     rate_limit_rule,
 )
 from tests.e2e.oauth_driver import minted_sdk_client
-from tests.e2e.stamping import StampingTransport, audit_events
+from tests.e2e.stamping import StampingTransport, audit_event_awaited
 from tests.e2e.upstream_fixtures import remote_fields, stdio_fields
 from tests.support.upstream_support import upstream_row
 from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.django_db
-
-AUDIT_DEADLINE_SECONDS = 30
-
-
-async def _audited(request_id: str) -> AuditEvent:
-    """The one audit row of the request (written as the answer goes out, so waited for a moment)."""
-    give_up = time.monotonic() + AUDIT_DEADLINE_SECONDS
-    while not (events := await audit_events(request_id)):
-        assert time.monotonic() < give_up, f"no audit row for {request_id}"
-        await asyncio.sleep(0.05)
-    [event] = events
-    return event
 
 
 async def test_a_forwarded_call_leaves_one_audit_row_naming_the_tool_and_the_upstream(
@@ -61,8 +46,10 @@ async def test_a_forwarded_call_leaves_one_audit_row_naming_the_tool_and_the_ups
         with pytest.raises(MCPError):
             await client.call_tool("lost", {})
         await client.read_resource("upstream://notes/readme")
-    echoed, failed, unreachable = [await _audited(rid) for rid in transport.request_ids("tools/call")]
-    [read] = [await _audited(rid) for rid in transport.request_ids("resources/read")]
+    echoed, failed, unreachable = [
+        await audit_event_awaited(rid) for rid in transport.request_ids("tools/call")
+    ]
+    [read] = [await audit_event_awaited(rid) for rid in transport.request_ids("resources/read")]
 
     assert (echoed.action, echoed.outcome, echoed.target) == (
         AuditAction.TOOL_CALLED,
