@@ -1,8 +1,8 @@
 """The baseline: the official SDK's MCPServer with the same trivial tool and no auth.
 
 ``python benchmarks/bare_server.py PORT`` serves it under uvicorn (the SDK's own recipe);
-``daphne benchmarks.bare_server:application`` under Daphne, Gatehouse's server, to separate
-what the ASGI server costs from what the gateway costs.
+``daphne benchmarks.bare_server:application`` under Daphne, Gatehouse's server (and so under
+granian), to separate what the ASGI server costs from what the gateway costs.
 """
 
 from __future__ import annotations
@@ -29,8 +29,14 @@ _runner: asyncio.Task[None] | None = None
 
 
 async def application(scope: dict[str, Any], receive: Any, send: Any) -> None:
-    """Daphne runs no ASGI lifespan: enter the session manager on the first request instead."""
+    """Daphne runs no ASGI lifespan: enter the session manager on the first request instead (and
+    under granian, which does, acknowledge it without entering the manager twice)."""
     global _started, _runner
+    if scope["type"] == "lifespan":
+        while (await receive())["type"] != "lifespan.shutdown":
+            await send({"type": "lifespan.startup.complete"})
+        await send({"type": "lifespan.shutdown.complete"})
+        return
     if _started is None:
         _started = asyncio.Event()
         started = _started

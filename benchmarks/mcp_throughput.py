@@ -8,8 +8,9 @@ Servers (benchmarks/mcp_servers.py): the bare SDK ``MCPServer`` under uvicorn (t
 ratio is against) and under Daphne; Gatehouse as ``make run`` ships it (auditing on, access log and
 log level at their defaults, a Redis rate limit checked on every call but never reached, on
 PostgreSQL) under Daphne (``make run``'s server), uvicorn and granian (when installed). With
-``--variants``, Gatehouse under Daphne also without auditing, without the rate limit and without the
-identity cache, to show what each costs. With ``--large``, Gatehouse under Daphne also on a database
+``--variants``, Gatehouse under Daphne also without auditing, without the rate limit, with Python's
+garbage collector as Python sets it (``GC_GEN0_THRESHOLD=0``) and without the identity cache, to
+show what each costs. With ``--large``, Gatehouse under Daphne also on a database
 with 100,000 sessions, 100,000 tokens and 1,000,000 audit rows (benchmarks/large_db.py), against
 the same server on the benchmark's small database.
 
@@ -53,11 +54,19 @@ def servers_plan(*, variants: bool, large: bool) -> Plan:
         ("Gatehouse uvicorn", "uvicorn", "gatehouse", {}, "small"),
     ]
     if granian_installed():
+        plan[2:2] = [("bare granian", "granian", "bare", {}, "")]
         plan.append(("Gatehouse granian", "granian", "gatehouse", {}, "small"))
     if variants:
         plan += [
             ("Gatehouse Daphne, no audit", "daphne", "gatehouse", {"GATEHOUSE_AUDIT": "false"}, "small"),
             ("Gatehouse Daphne, no rate limit", "daphne", "gatehouse", {"RATE_LIMIT_TOOL": "none"}, "small"),
+            (
+                "Gatehouse Daphne, collector untuned",
+                "daphne",
+                "gatehouse",
+                {"GC_GEN0_THRESHOLD": "0"},
+                "small",
+            ),
             (
                 "Gatehouse Daphne, identities not kept",
                 "daphne",
@@ -154,9 +163,32 @@ def main() -> None:
                 statements[(era, server.label)] = server.stop()
 
     labels = [entry[0] for entry in plan]
-    report(results, statements, cpu, labels=labels, eras=eras, levels=levels, seconds=args.seconds)
+    baselines = {label: baseline_of(kind, app, labels) for label, kind, app, _, _ in plan}
+    report(
+        results,
+        statements,
+        cpu,
+        labels=labels,
+        baselines=baselines,
+        eras=eras,
+        levels=levels,
+        seconds=args.seconds,
+    )
     if args.large:
         report_large(results, eras=eras, levels=levels)
+
+
+SERVER_NAMES = {"uvicorn": "uvicorn", "daphne": "Daphne", "granian": "granian"}
+
+
+def baseline_of(kind: str, app: str, labels: list[str]) -> str | None:
+    """What a server's ratio is against: Gatehouse under an ASGI server against the bare SDK under
+    the same server (what the gateway costs); a bare server against the bare SDK under uvicorn
+    (what the ASGI server costs)."""
+    if app == "bare":
+        return None if kind == "uvicorn" else BASELINE
+    same = f"bare {SERVER_NAMES[kind]}"
+    return same if same in labels else BASELINE
 
 
 def report(
@@ -165,6 +197,7 @@ def report(
     cpu: dict[tuple[str, str], float],
     *,
     labels: list[str],
+    baselines: dict[str, str | None],
     eras: list[str],
     levels: list[int],
     seconds: float,
@@ -173,17 +206,21 @@ def report(
         f"\ntools/call {TOOL}, {seconds:g} s per server and level, loopback, {os.cpu_count()} cores, "
         f"uvicorn and granian on {event_loop_note()}, {time.strftime('%Y-%m-%d')}"
     )
-    print("calls/s (p50 / p99 ms), x the bare server under uvicorn at the same era and concurrency\n")
+    print(
+        "calls/s (p50 / p99 ms), x: Gatehouse against the bare SDK under the same ASGI server, a bare "
+        "server against the bare SDK under uvicorn, at the same era and concurrency\n"
+    )
     print("| era | conc. | " + " | ".join(labels) + " |")
     print("|---|---:|" + "---:|" * len(labels))
     for era in eras:
         for index, concurrency in enumerate(levels):
-            base = results.get((era, BASELINE))
             cells = []
             for label in labels:
                 level = results[(era, label)][index]
                 cell = f"{level.rate:.0f} ({level.p50:.2f} / {level.p99:.1f})"
-                if base and label != BASELINE:
+                baseline = baselines.get(label)
+                base = results.get((era, baseline)) if baseline else None
+                if base:
                     cell += f" x{level.rate / base[index].rate:.2f}"
                 if level.errors:
                     cell += f" [{level.errors} failed]"

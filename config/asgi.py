@@ -1,4 +1,4 @@
-"""ASGI entry point: Channels routes /mcp to the MCP endpoint, everything else to Django.
+"""ASGI entry point: /mcp to the MCP endpoint, everything else through Channels to Django.
 
 Daphne serves it (``make run``); so can uvicorn and granian (docs/running.md), which also send the
 ASGI lifespan events that Daphne never sends.
@@ -14,11 +14,13 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 django_asgi_app = get_asgi_application()
 
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
+from django.conf import settings  # noqa: E402
 from django.urls import re_path  # noqa: E402
-from starlette.types import Receive, Scope, Send  # noqa: E402
+from starlette.types import ASGIApp, Receive, Scope, Send  # noqa: E402
 
 from config.daphne_http import daphne_form_parsing_off, daphne_reason_phrases  # noqa: E402
 from core.cors import CorsAsgiMiddleware  # noqa: E402
+from core.gc_tuning import gc_settle  # noqa: E402
 from core.host_header import SingleHostMiddleware  # noqa: E402
 from core.ratelimit.processes import rate_limit_processes_check  # noqa: E402
 from core.request_context import RequestContextMiddleware  # noqa: E402
@@ -42,19 +44,41 @@ async def lifespan(scope: Scope, receive: Receive, send: Send) -> None:
             return
 
 
-router = ProtocolTypeRouter(
-    {
-        "lifespan": lifespan,
-        "http": URLRouter(
-            [
-                # Channels reuses Django's re_path for ASGI apps; the stubs only know views. Django's
-                # CORS middleware never sees /mcp: the same policy is applied here, outermost, so
-                # preflights are answered before authentication and every answer carries it.
-                re_path(r"^mcp/?$", CorsAsgiMiddleware(mcp_app_build())),  # type: ignore[arg-type]
-                re_path(r"", django_asgi_app),  # type: ignore[arg-type]
-            ]
-        ),
-    }
+class McpFirst:
+    """The MCP endpoint's path straight to it, before Channels' routing (which copies the scope and
+    matches every pattern): its requests are most of what a busy server answers. Everything else,
+    and the lifespan, go through ``routes``. The path is matched as Channels' URLRouter would match
+    ``^mcp/?$``: under the server's ``root_path``, leading slashes aside."""
+
+    def __init__(self, mcp: ASGIApp, routes: ASGIApp) -> None:
+        self.mcp = mcp
+        self.routes = routes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            path: str = scope.get("path", "")
+            root_path: str = scope.get("root_path", "")
+            if root_path and path.startswith(root_path):
+                path = path[len(root_path) :]
+            if path.lstrip("/") in MCP_PATHS:
+                await self.mcp(scope, receive, send)
+                return
+        await self.routes(scope, receive, send)
+
+
+MCP_PATHS = (settings.MCP_PATH.lstrip("/"), settings.MCP_PATH.lstrip("/") + "/")
+
+router = McpFirst(
+    # Django's CORS middleware never sees /mcp: the same policy is applied here, outermost, so
+    # preflights are answered before authentication and every answer carries it.
+    CorsAsgiMiddleware(mcp_app_build()),
+    ProtocolTypeRouter(
+        {
+            "lifespan": lifespan,
+            # Channels reuses Django's re_path for ASGI apps; the stubs only know views.
+            "http": URLRouter([re_path(r"", django_asgi_app)]),  # type: ignore[arg-type]
+        }
+    ),
 )
 
 daphne_form_parsing_off()
@@ -66,3 +90,6 @@ rate_limit_processes_check()
 # Outermost, so every response (pages, OAuth, MCP, errors) carries its X-Request-Id; next, before
 # anything reads a Host header, the refusal of requests with two.
 application = RequestContextMiddleware(SingleHostMiddleware(router))
+
+# Last: everything loaded so far lives as long as the process, and the collector need not walk it.
+gc_settle()

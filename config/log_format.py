@@ -72,3 +72,9 @@ def logging_configure(config: dict[str, Any]) -> None:
     so that a warning becomes a log line like any other instead of raw text on stderr."""
     logging.config.dictConfig(config)
     logging.captureWarnings(True)
+    # Neither format writes the caller's file and line, thread or process: not looked up for every
+    # line (Python's logging HOWTO, "Optimization"), which the access log writes per request.
+    logging._srcfile = None
+    logging.logThreads = False
+    logging.logProcesses = False
+    logging.logMultiprocessing = False

@@ -568,6 +568,8 @@ GATEHOUSE: dict[str, Any] = {
     "METRICS_ALLOWED_NETWORKS": env_list("METRICS_ALLOWED_NETWORKS", default=["127.0.0.1/32", "::1/128"]),
     # One line per HTTP request (method, path, status, duration, request id) at INFO.
     "ACCESS_LOG": env_bool("ACCESS_LOG", default=True),
+    # core.gc_tuning: 0 leaves Python's collector as it is (no freeze, its own thresholds).
+    "GC_GEN0_THRESHOLD": env_int("GC_GEN0_THRESHOLD", default=5000, minimum=0),
     # Fernet key for stored credentials: data source URLs and model API keys (core.crypto);
     # unset, one is derived from SECRET_KEY.
     "DATA_SOURCE_ENCRYPTION_KEY": env_fernet_key("DATA_SOURCE_ENCRYPTION_KEY"),

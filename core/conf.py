@@ -154,6 +154,7 @@ class GatehouseSettings:
     AUDIT_REFUSAL_WINDOW_SECONDS = _Setting(_int)
     TRUSTED_PROXY_COUNT = _Setting(_int)
     ACCESS_LOG = _Setting(_bool)
+    GC_GEN0_THRESHOLD = _Setting(_int)
     METRICS_TOKEN = _Setting(_optional_str)
     METRICS_ALLOWED_NETWORKS = _Setting(_str_list)
     # Rate limits (core.ratelimit.limits)

@@ -20,6 +20,10 @@ LIVE_SESSION_KEY = "gatehouse.live_session"
 # ``transport.sessions`` and ``transport.exchange_handshake_era``.
 MESSAGE_KEY = "gatehouse.message"
 
+# The same message as the SDK's schema read it (``JSONRPCRequest``, ``JSONRPCNotification``, …),
+# validated once. Written by ``transport.envelope``; read by ``transport.exchange_2026_07_28``.
+TYPED_MESSAGE_KEY = "gatehouse.typed_message"
+
 # The live, validated ``sessions.LiveSession`` of a handshake-era request. Written by
 # ``transport.sessions``; read by ``transport.exchange_handshake_era``, ``transport.endpoint``
 # (logging/setLevel), ``audit_trail`` and ``client_log``.

@@ -8,6 +8,7 @@ is how every OAuth client starts, by asking for the challenge.
 from __future__ import annotations
 
 import logging
+from functools import lru_cache
 
 from django.conf import settings
 from django.db import DatabaseError
@@ -36,6 +37,13 @@ BAD_ORIGIN = "Origin not allowed."
 UNAVAILABLE = "The service is temporarily unavailable; retry shortly."
 
 
+@lru_cache(maxsize=256)
+def _host_allowed(host: str, allowed: tuple[str, ...]) -> bool:
+    """Django's verdict on a Host header, kept per header and list: clients repeat theirs."""
+    domain, _port = split_domain_port(host)
+    return bool(domain) and validate_host(domain, allowed)
+
+
 class McpAuthMiddleware:
     """Authenticates every request to the MCP endpoint before the SDK transport sees it.
 
@@ -53,8 +61,7 @@ class McpAuthMiddleware:
             return
         # DNS-rebinding protection with Django's own host rules, so there is one list to maintain.
         host = request_header(scope, b"host") or ""
-        domain, _port = split_domain_port(host)
-        if not domain or not validate_host(domain, settings.ALLOWED_HOSTS):
+        if not _host_allowed(host, tuple(settings.ALLOWED_HOSTS)):
             await edge_audit(
                 action=AuditAction.REQUEST_REFUSED,
                 target="host",

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import functools
 import json
-from typing import Any
+from datetime import datetime
+from typing import Any, NamedTuple
 
 from django.conf import settings
 from django.utils import timezone
@@ -74,18 +75,31 @@ async def identity_from_bearer(
     # looking up by it also avoids comparing secrets in Python at all.
     checksum = token_checksum(raw_token)
     key = (checksum, session_id or "")
-    cached = await identity_cache.get(key)
-    if cached is not None:
-        identity, session = _identity_from_row(cached, resource_url=settings.MCP_RESOURCE_URL)
-        if session is None or not _session_due(session):
+    cached: _Kept | None = await identity_cache.get(key)
+    # What was read is kept as read into objects (both immutable); only the token's expiry, the
+    # one check of the row that time alone changes, is made again (the entry ends by then anyway).
+    if cached is not None and cached.resource_url == settings.MCP_RESOURCE_URL:
+        identity, session = cached.identity, cached.session
+        if cached.expires > timezone.now() and (session is None or not _session_due(session)):
             return identity, session
     generation = identity_cache.generation
     row = await hot_path_fetchone(_hot_path_sql(), [session_id or "", checksum])
     identity, session = _identity_from_row(row, resource_url=settings.MCP_RESOURCE_URL)
     # A session id that found no live session is refused; nothing to keep for the next request.
     if row is not None and (session is not None or session_id is None):
-        identity_cache.put(key, row, generation=generation, expires=as_datetime(row[1]), tags=_tags(row))
+        expires = as_datetime(row[1])
+        kept = _Kept(identity, session, expires, settings.MCP_RESOURCE_URL)
+        identity_cache.put(key, kept, generation=generation, expires=expires, tags=_tags(row))
     return identity, session
+
+
+class _Kept(NamedTuple):
+    """The identity cache's entry: the caller and session one row made, and when its token ends."""
+
+    identity: Identity
+    session: LiveSession | None
+    expires: datetime
+    resource_url: str
 
 
 def _session_due(session: LiveSession) -> bool:

@@ -2,7 +2,8 @@
 
 The SDK's transport answers a well-formed JSON body that is not a JSON-RPC 2.0 message with -32602
 and a pydantic dump; JSON-RPC 2.0 calls that an Invalid Request (-32600), and the dump helps no one.
-The parsed message is left in the scope so later layers need not parse it again.
+The parsed message is left in the scope, as JSON and as the SDK's typed model, so later layers need
+not parse or validate it again.
 
 The body is parsed with a nesting bound (``core.json_bounds``): a deeper body is a parse error
 here, so nothing behind this layer (the SDK parses 2026-07-28 bodies again) ever meets one.
@@ -21,7 +22,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from core.asgi_http import send_json
 from core.json_bounds import json_loads_bounded
-from mcp_gateway.kernel.scope_keys import MESSAGE_KEY
+from mcp_gateway.kernel.scope_keys import MESSAGE_KEY, TYPED_MESSAGE_KEY
 
 MAX_BODY_BYTES = 4 * 1024 * 1024
 
@@ -116,8 +117,9 @@ class JsonRpcEnvelopeMiddleware:
             return
         try:
             # The SDK's own message schema; MCP has no JSON-RPC batches since 2025-06-18.
-            jsonrpc_message_adapter.validate_python(parsed, by_name=False)
+            typed = jsonrpc_message_adapter.validate_python(parsed, by_name=False)
         except ValidationError:
             await jsonrpc_error(send, status=400, code=-32600, message=INVALID_REQUEST)
             return
-        await self.app({**scope, MESSAGE_KEY: parsed}, _replay(body, receive), send)
+        scope = {**scope, MESSAGE_KEY: parsed, TYPED_MESSAGE_KEY: typed}
+        await self.app(scope, _replay(body, receive), send)

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
+from functools import lru_cache
 from typing import Any
 
 from mcp.server.connection import Connection
@@ -53,8 +54,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
-from core.asgi_http import send_json
-from mcp_gateway.kernel.scope_keys import MESSAGE_KEY
+from core.asgi_http import request_header, send_json
+from mcp_gateway.kernel.scope_keys import MESSAGE_KEY, TYPED_MESSAGE_KEY
 from mcp_gateway.transport.response_stream import PING_SECONDS, RequestChannel, ResponseStream, client_watch
 
 logger = logging.getLogger(__name__)
@@ -87,16 +88,17 @@ class ModernEraApp:
         if scope["method"] != "POST":
             await Response(status_code=405, headers={"Allow": "POST"})(scope, receive, send)
             return
-        has_json, has_sse = check_accept_headers(request)
-        if not (has_json and has_sse):
+        if not _accepts_both(request_header(scope, b"accept") or ""):
             await Response(status_code=406)(scope, receive, send)
             return
         message: dict[str, Any] = scope[MESSAGE_KEY]
         if "id" not in message:
             await _notification(request, message, receive, send)
             return
+        typed = scope.get(TYPED_MESSAGE_KEY)
         try:
-            call = JSONRPCRequest.model_validate(message)
+            # The envelope's reading, when it read a request (a posted response is not one).
+            call = typed if isinstance(typed, JSONRPCRequest) else JSONRPCRequest.model_validate(message)
         except ValidationError:
             await _refuse(send, request_id=None, code=INVALID_REQUEST, message=INVALID_BODY)
             return
@@ -185,6 +187,16 @@ class ModernEraApp:
                 status = ERROR_CODE_HTTP_STATUS.get(data.code, 200)
         # Cancelled by the client (or it went away): the protocol sends no response for it.
         await stream.finish(None if watch.cancelled else reply, status=status)
+
+
+@lru_cache(maxsize=64)
+def _accepts_both(accept: str) -> bool:
+    """The SDK's reading of an Accept header (``check_accept_headers``), kept per header value:
+    a client sends the same one on every request."""
+    has_json, has_sse = check_accept_headers(
+        Request({"type": "http", "headers": [(b"accept", accept.encode("latin-1"))]})
+    )
+    return has_json and has_sse
 
 
 async def _notification(request: Request, message: dict[str, Any], receive: Receive, send: Send) -> None:
