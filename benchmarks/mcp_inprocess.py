@@ -34,7 +34,7 @@ import time
 from typing import Any
 
 from bench_support import BASE_DIR, PYTHON
-from mcp_load import ERAS, TOOL, call_body
+from mcp_load import ERAS, INITIALIZE, TOOL, call_body
 
 HOST = b"127.0.0.1:8000"
 WARMUP_SECONDS = 1.0
@@ -104,18 +104,8 @@ async def post(
 
 async def session_open(app: Any, token: str | None) -> str:
     """A 2025-11-25 session, after its handshake."""
-    body = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "initialize",
-        "params": {
-            "protocolVersion": "2025-11-25",
-            "capabilities": {},
-            "clientInfo": {"name": "bench", "version": "1"},
-        },
-    }
     headers = request_headers(era="2025-11-25", token=token, session=None)
-    status, answer, text = await post(app, headers, json.dumps(body).encode())
+    status, answer, text = await post(app, headers, json.dumps(INITIALIZE).encode())
     if status != 200 or "mcp-session-id" not in answer:
         raise RuntimeError(f"initialize answered {status}: {text[:300]!r}")
     session = answer["mcp-session-id"]

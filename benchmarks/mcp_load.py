@@ -64,19 +64,22 @@ def call_body(era: str) -> dict[str, object]:
     return {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": params}
 
 
+# A 2025-11-25 session's handshake request; ``notifications/initialized`` follows it.
+INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-11-25",
+        "capabilities": {},
+        "clientInfo": {"name": "bench", "version": "1"},
+    },
+}
+
+
 async def open_session(http: aiohttp.ClientSession, url: str, headers: dict[str, str]) -> dict[str, str]:
     """A 2025-11-25 session's headers, after its handshake (two requests)."""
-    body = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "initialize",
-        "params": {
-            "protocolVersion": "2025-11-25",
-            "capabilities": {},
-            "clientInfo": {"name": "bench", "version": "1"},
-        },
-    }
-    async with http.post(url, json=body, headers=headers) as response:
+    async with http.post(url, json=INITIALIZE, headers=headers) as response:
         text = await response.text()
         if response.status != 200:
             raise RuntimeError(f"initialize answered {response.status}: {text[:300]}")
