@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import secrets
-import time
 
 import httpx2
 
 from core.models import AuditEvent
+from tests.support.waiting import eventually
 
 
 class StampingTransport(httpx2.AsyncHTTPTransport):
@@ -44,10 +43,14 @@ AUDIT_DEADLINE_SECONDS = 30
 
 async def audit_event_awaited(request_id: str) -> AuditEvent:
     """The one audit row of the request (written as the answer goes out, so waited for a moment)."""
-    give_up = time.monotonic() + AUDIT_DEADLINE_SECONDS
-    while not (events := await audit_events(request_id)):
-        assert time.monotonic() < give_up, f"no audit row for {request_id}"
-        await asyncio.sleep(0.05)
+    events: list[AuditEvent] = []
+
+    async def written() -> bool:
+        nonlocal events
+        events = await audit_events(request_id)
+        return bool(events)
+
+    await eventually(written, within=AUDIT_DEADLINE_SECONDS, what=f"an audit row for {request_id}")
     [event] = events
     return event
 

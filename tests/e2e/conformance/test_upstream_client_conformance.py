@@ -26,13 +26,13 @@ import os
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.e2e.harness import BASE_DIR
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.django_db
 
@@ -131,12 +131,13 @@ def _zygote(server, directory: Path) -> Iterator[dict[str, str]]:
     process = subprocess.Popen(
         [sys.executable, "-m", "tests.e2e.conformance.client_zygote", str(socket_path)], env=env, cwd=BASE_DIR
     )
+
+    def listening() -> bool:
+        assert process.poll() is None, "the conformance zygote exited before it listened"
+        return socket_path.exists()
+
     try:
-        give_up = time.monotonic() + ZYGOTE_START_SECONDS
-        while not socket_path.exists():
-            assert process.poll() is None, "the conformance zygote exited before it listened"
-            assert time.monotonic() < give_up, "the conformance zygote did not listen in time"
-            time.sleep(0.05)
+        wait_until(listening, within=ZYGOTE_START_SECONDS, what="the conformance zygote listening")
         yield {**env, "GATEHOUSE_CONFORMANCE_ZYGOTE": str(socket_path)}
     finally:
         process.kill()
