@@ -149,11 +149,12 @@ def _in_process_jobs_queue(request: pytest.FixtureRequest, monkeypatch: pytest.M
 
 @pytest.fixture
 async def fresh_hot_path_pool() -> AsyncIterator[None]:
-    """For tests that reach the hot-path pool (the audit writer, the catalogue's version check): it
-    belongs to this test's event loop, and the test database must be droppable afterwards, so it is
-    closed here."""
+    """For tests that reach the hot-path pool or the audit writer's wire connection (the catalogue's
+    version check, the audit trail): they belong to this test's event loop, and the test database
+    must be droppable afterwards, so they are closed here."""
     yield
     pool, core_db._pool._pool = core_db._pool._pool, None
     if pool is not None:
         await pool.close()
+    core_db.wire_connection.close()
     await sync_to_async(connections.close_all)()
