@@ -113,19 +113,23 @@ class ModernEraApp:
     def _route(
         self, request: Request, call: JSONRPCRequest, message: dict[str, Any]
     ) -> InboundModernRoute | InboundLadderRejection:
-        duplicated = find_duplicated_routing_header(request.headers.items())
+        # The header lines decoded once: Starlette's Headers decode them again for every lookup.
+        lines = [(name.decode("latin-1"), line.decode("latin-1")) for name, line in request.scope["headers"]]
+        duplicated = find_duplicated_routing_header(lines)
         if duplicated is not None:
             # Only the raw header lines show a duplicate; the ladder sees a folded mapping.
             return InboundLadderRejection(
                 code=HEADER_MISMATCH, message=f"{duplicated} header appears more than once"
             )
-        verdict = classify_inbound_request(message, headers=dict(request.headers))
+        # Folded as Starlette folds them (``dict(request.headers)``): the first line of a name wins.
+        headers = dict(reversed(lines))
+        verdict = classify_inbound_request(message, headers=headers)
         if isinstance(verdict, InboundLadderRejection):
             return verdict
-        return self._param_headers_rejection(request, call) or verdict
+        return self._param_headers_rejection(request, call, headers) or verdict
 
     def _param_headers_rejection(
-        self, request: Request, call: JSONRPCRequest
+        self, request: Request, call: JSONRPCRequest, headers: Mapping[str, str]
     ) -> InboundLadderRejection | None:
         """A ``tools/call``'s ``Mcp-Param-*`` headers against the tool's published input schema,
         before any work and so always as plain JSON (HTTP 400). Tools the server does not know
@@ -138,7 +142,7 @@ class ModernEraApp:
         if arguments is not None and not isinstance(arguments, Mapping):
             return None
         arguments = arguments or {}
-        if not arguments and not any(header.startswith(_MCP_PARAM_PREFIX) for header in request.headers):
+        if not arguments and not any(header.startswith(_MCP_PARAM_PREFIX) for header in headers):
             return None
         try:
             schema = self.input_schema(name)
