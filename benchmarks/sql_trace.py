@@ -3,7 +3,8 @@ on the hot path (benchmarks/hot_path_explain.py), whatever code sends them.
 
     python benchmarks/sql_trace.py OUT.pickle -- [daphne's arguments]
 
-It wraps psycopg's cursors (Django's connections and the endpoint's async pool both use them),
+It wraps psycopg's cursors (Django's connections and the endpoint's async pool both use them) and
+the audit trail's wire connection (``core.db._WireConnection``, which drives libpq without one),
 counting each statement by its shape (its text, with a multi-row ``VALUES`` list and a savepoint's
 name counted as one) and keeping
 the first parameters seen with its smallest form. SIGUSR1 forgets what was recorded so far (the
@@ -87,6 +88,9 @@ def main() -> None:
     assert separator == "--", __doc__
     _wrap(psycopg.Cursor, "execute", asynchronous=False)
     _wrap(psycopg.AsyncCursor, "execute", asynchronous=True)
+    from core.db import _WireConnection
+
+    _wrap(_WireConnection, "execute", asynchronous=True)
     signal.signal(signal.SIGUSR1, lambda *_: _seen.clear())
     atexit.register(_dump, out)
     from daphne.cli import CommandLineInterface

@@ -5,11 +5,11 @@ Two ways in:
 * ``hot_path_fetchone``: the one query every MCP request makes (``tokens``). On PostgreSQL it runs
   on the event loop through psycopg's own async pool, with no hop to a worker thread and no
   ``SELECT 1`` health check in front of it; psycopg prepares it on each connection after a few
-  uses. ``hot_path_execute``: the audit trail's writes, on the same pool. For both, a connection
-  the server cut is swept out with its idle siblings and the statement retried once on a fresh
-  one; a database still unreachable raises Django's ``OperationalError``, any other failure its
-  ``DatabaseError``.
-* ``hot_path_execute_raw``: the audit trail's writes with PostgreSQL's own ``$1`` placeholders, on
+  uses. ``hot_path_execute``: a write whose result nobody reads, on the same pool. For both, a
+  connection the server cut is swept out with its idle siblings and the statement retried once on
+  a fresh one; a database still unreachable raises Django's ``OperationalError``, any other
+  failure its ``DatabaseError``.
+* ``hot_path_execute_raw``: the audit trail's writes, with PostgreSQL's own ``$1`` placeholders, on
   a connection of their own driven through libpq directly (``_WireConnection``), with the same
   retry and the same two errors.
 * ``db_call``: everything else (opening and ending sessions, tools' own work), through Django on
@@ -382,7 +382,8 @@ async def hot_path_fetchone(sql: str, params: Sequence[Any]) -> tuple[Any, ...] 
 
 
 async def hot_path_execute(sql: str, params: Sequence[Any]) -> None:
-    """Writes that ride the hot path (the audit trail): on PostgreSQL, the same async pool."""
+    """A write that rides the hot path: on PostgreSQL, the same async pool; on SQLite (where the
+    audit trail writes through it), Django's connection."""
     if _on_postgresql():
         await _pool.execute(sql, params)
     else:
@@ -390,7 +391,7 @@ async def hot_path_execute(sql: str, params: Sequence[Any]) -> None:
 
 
 def hot_path_raw() -> bool:
-    """Whether ``hot_path_execute_raw`` serves here: on PostgreSQL, through the async pool."""
+    """Whether ``hot_path_execute_raw`` serves here: on PostgreSQL, on the wire connection."""
     return _on_postgresql()
 
 

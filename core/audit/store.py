@@ -44,8 +44,8 @@ _COLUMNS = (
 def insert_sql(rows: int, *, flushed: bool = True, native: bool = False) -> str:
     """One INSERT for ``rows`` events: one statement and one round trip, whatever the batch size.
 
-    ``native=True`` writes PostgreSQL's own ``$1, $2, ...`` placeholders, for a raw cursor
-    (``core.db.hot_path_execute_raw``), which sends the text as it is. psycopg parses a ``%s``
+    ``native=True`` writes PostgreSQL's own ``$1, $2, ...`` placeholders, for the audit trail's wire
+    connection (``core.db.hot_path_execute_raw``), which sends the text as it is. psycopg parses a ``%s``
     statement longer than 4 kB (a batch of more than 8 rows) afresh on every execution, with regular
     expressions: under load that scan was a tenth of the endpoint's CPU (py-spy), and the raw form
     of a 20-row batch costs a twentieth of it (``benchmarks/audit_statement.py``).

@@ -7,12 +7,12 @@ Two ways in:
   writes in the caller's transaction, so the event and what it records commit together.
 * ``audit_record_async``, for the MCP endpoint's tool calls and resource reads. Every call waits
   until its row is committed before its response is sent (an answered call is never left
-  unaudited), but concurrent calls share one multi-row INSERT on the endpoint's own async pool
-  ("group commit"), so the cost per call shrinks as load grows. A read-only call that succeeded
-  does not wait for PostgreSQL to flush that commit to disk (``synchronous_commit = off`` for its
-  statement): its row is in the table when it is answered, and on disk a fraction of a second
-  later; only a crash of the database server in between loses it. Writes, refusals and failures
-  wait for the flush.
+  unaudited), but concurrent calls share one multi-row INSERT on a database connection of the
+  trail's own (``core.db.hot_path_execute_raw``; "group commit"), so the cost per call shrinks as
+  load grows. A read-only call that succeeded does not wait for PostgreSQL to flush that commit to
+  disk (``synchronous_commit = off`` for its statement): its row is in the table when it is
+  answered, and on disk a fraction of a second later; only a crash of the database server in
+  between loses it. Writes, refusals and failures wait for the flush.
 
 Whatever the input or the connection's state, no row is lost: values are made storable (NUL and
 unpaired surrogates escaped, ``detail["sanitized"]`` naming the fields changed:
