@@ -24,6 +24,7 @@ import threading
 from typing import Any
 
 import psycopg
+from bench_support import BASE_DIR
 
 _VALUES = re.compile(r"VALUES (\([^()]*\))(?:, \([^()]*\))+")
 _SAVEPOINT = re.compile(r'SAVEPOINT "[^"]*"')
@@ -88,6 +89,8 @@ def main() -> None:
     assert separator == "--", __doc__
     _wrap(psycopg.Cursor, "execute", asynchronous=False)
     _wrap(psycopg.AsyncCursor, "execute", asynchronous=True)
+    # Run as a script, this folder is on the path but the project is not yet (Daphne adds it).
+    sys.path.insert(0, str(BASE_DIR))
     from core.db import _WireConnection
 
     _wrap(_WireConnection, "execute", asynchronous=True)
