@@ -5,8 +5,12 @@ sees an ``int`` rather than ``Any``, a misspelt name fails type checking instead
 ``KeyError`` in production, and a value of the wrong type (a test override, a hand-edited
 settings module) raises ``ImproperlyConfigured`` naming the key at its first read.
 
-Each attribute reads ``settings.GATEHOUSE`` afresh, so an override (pytest-django's ``settings``
-fixture, ``override_settings``) is seen by the next call; nothing here is computed at import.
+Each attribute is read and checked at its first use and kept until Django says that ``GATEHOUSE``
+changed (its ``setting_changed`` signal: ``override_settings``, pytest-django's ``settings``
+fixture), so an override is seen by the next call; the MCP endpoint reads several keys on every
+call, and reading Django's lazy settings each time cost more than the call's rate-limit check.
+Assign a new ``GATEHOUSE`` dict to override; one changed in place goes unnoticed. Nothing here is
+computed at import.
 
 Names: every key is named after the environment variable ``config/settings.py`` reads it from,
 so one name means one setting from the deployment to the code. Where a key is more than its
@@ -37,6 +41,7 @@ from typing import Generic, TypeVar
 
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
+from django.core.signals import setting_changed
 
 T = TypeVar("T")
 
@@ -86,8 +91,20 @@ def _rates(name: str, value: object) -> Mapping[str, str | None]:
     raise _wrong(name, "a dict of rate-limit scopes to rates (or None)", value)
 
 
+# Checked values by key, until GATEHOUSE changes.
+_checked: dict[str, object] = {}
+
+
+def _forget(*, setting: str, **kwargs: object) -> None:
+    if setting == "GATEHOUSE":
+        _checked.clear()
+
+
+setting_changed.connect(_forget)
+
+
 class _Setting(Generic[T]):
-    """One key of ``settings.GATEHOUSE``, read and checked each time it is accessed."""
+    """One key of ``settings.GATEHOUSE``, read and checked at its first use after a change."""
 
     def __init__(self, check: Callable[[str, object], T]) -> None:
         self._check = check
@@ -98,10 +115,15 @@ class _Setting(Generic[T]):
 
     def __get__(self, instance: object, owner: type | None = None) -> T:
         try:
+            return _checked[self.name]  # type: ignore[return-value]
+        except KeyError:
+            pass
+        try:
             value = settings.GATEHOUSE[self.name]
         except KeyError:
             raise ImproperlyConfigured(f"settings.GATEHOUSE has no {self.name!r}.") from None
-        return self._check(self.name, value)
+        checked = _checked[self.name] = self._check(self.name, value)
+        return checked
 
 
 class GatehouseSettings:

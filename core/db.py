@@ -352,12 +352,15 @@ def _wire_text(value: Any) -> bytes | None:
     row (the audit store then stores it degraded)."""
     if value is None:
         return None
-    if isinstance(value, datetime.datetime | datetime.date):
+    # Most of an audit row's values are text: checked first.
+    if type(value) is str:
+        text = value
+    elif isinstance(value, datetime.date):
         text = value.isoformat()
     elif isinstance(value, bool):
         text = "t" if value else "f"
     else:
-        text = value if isinstance(value, str) else str(value)
+        text = str(value)
     try:
         encoded = text.encode()
     except UnicodeEncodeError as error:

@@ -143,8 +143,10 @@ def _in_process_jobs_queue(request: pytest.FixtureRequest, monkeypatch: pytest.M
     from research.literature_job import literature_search
 
     monkeypatch.setattr(literature_search, "queue", IN_PROCESS_JOBS_QUEUE, raising=False)
-    # And MCP tool tasks (jobs.tool_task_kind), whose queue is a setting.
-    monkeypatch.setitem(settings.GATEHOUSE, "JOBS_TOOL_TASK_QUEUE", IN_PROCESS_JOBS_QUEUE)
+    # And MCP tool tasks (jobs.tool_task_kind), whose queue is a setting: a new GATEHOUSE dict,
+    # through pytest-django's fixture, so that core.conf hears of it.
+    overridden = request.getfixturevalue("settings")
+    overridden.GATEHOUSE = {**overridden.GATEHOUSE, "JOBS_TOOL_TASK_QUEUE": IN_PROCESS_JOBS_QUEUE}
 
 
 @pytest.fixture

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from django.conf import settings as django_settings
 from django.core.exceptions import ImproperlyConfigured
+from django.test import override_settings
 
 import core.conf
 from core.conf import GatehouseSettings, gatehouse_settings
@@ -115,6 +116,13 @@ def test_an_override_is_seen_at_call_time(settings):
     settings.GATEHOUSE = {**settings.GATEHOUSE, "RATE_LIMITS": {"tool": "7/hour"}}
     rates = gatehouse_settings.RATE_LIMITS
     assert rates == {"tool": "7/hour"}
+
+
+def test_the_value_before_an_override_is_read_again_after_it():
+    before = gatehouse_settings.MCP_DB_POOL_SIZE
+    with override_settings(GATEHOUSE={**django_settings.GATEHOUSE, "MCP_DB_POOL_SIZE": before + 1}):
+        assert before + 1 == gatehouse_settings.MCP_DB_POOL_SIZE
+    assert before == gatehouse_settings.MCP_DB_POOL_SIZE
 
 
 def test_the_question_time_limit_and_its_backstop_follow_an_override(settings):
