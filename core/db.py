@@ -210,11 +210,7 @@ class _WireConnection:
             if name is None and self._prepares and len(self._prepared) < self.MAX_PREPARED:
                 name = f"gatehouse_{len(self._prepared)}".encode()
                 pgconn.send_prepare(name, sql.encode())
-                prepared = await self._round_trip(pgconn)
-                if _lost_state(prepared):
-                    self._drop()
-                    raise _ConnectionLost(prepared.get_error_message())
-                _refused_raise(prepared)
+                self._answer_check(await self._round_trip())
                 self._prepared[sql] = name
             if name is None:
                 pgconn.send_query_params(sql.encode(), values)
@@ -223,14 +219,16 @@ class _WireConnection:
         except psycopg.OperationalError as error:
             self._drop()
             raise _ConnectionLost(str(error)) from error
-        result = await self._round_trip(pgconn)
+        self._answer_check(await self._round_trip())
+
+    def _answer_check(self, result: Any) -> None:
         if _lost_state(result):
             # The server's farewell (an operator's kill, a restart): what comes next is its EOF.
             self._drop()
             raise _ConnectionLost(result.get_error_message())
         _refused_raise(result)
 
-    async def _round_trip(self, pgconn: Any) -> Any:
+    async def _round_trip(self) -> Any:
         """Send what is queued and wait for its first result (the reader collects the rest)."""
         answer = self._answer = asyncio.get_running_loop().create_future()
         try:

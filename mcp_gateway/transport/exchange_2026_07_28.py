@@ -114,7 +114,9 @@ class ModernEraApp:
         self, request: Request, call: JSONRPCRequest, message: dict[str, Any]
     ) -> InboundModernRoute | InboundLadderRejection:
         # The header lines decoded once: Starlette's Headers decode them again for every lookup.
-        lines = [(name.decode("latin-1"), line.decode("latin-1")) for name, line in request.scope["headers"]]
+        lines = [
+            (name.decode("latin-1"), value.decode("latin-1")) for name, value in request.scope["headers"]
+        ]
         duplicated = find_duplicated_routing_header(lines)
         if duplicated is not None:
             # Only the raw header lines show a duplicate; the ladder sees a folded mapping.
